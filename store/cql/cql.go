@@ -1,0 +1,250 @@
+// Package cql is the list store on ScyllaDB or Apache Cassandra. Every list
+// operation is one single-partition statement (or one single-partition
+// batch) on the list_items table of the published design; feature metadata
+// lives in list_features and changes only through lightweight transactions.
+// Every statement is a constant built at Open and prepared once by the
+// driver; values are always bound, never spliced into CQL.
+package cql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/keys"
+)
+
+// RemoveStrategy is how RemoveValue finds the items holding a value.
+type RemoveStrategy string
+
+const (
+	// RemoveByScan reads the list's item keys and matches the value's MD5,
+	// which every item key carries. It needs no index.
+	RemoveByScan RemoveStrategy = "scan"
+	// RemoveByIndex looks the value up in a secondary index on value: a
+	// local index on ScyllaDB, a legacy secondary index on Cassandra.
+	RemoveByIndex RemoveStrategy = "index"
+)
+
+// Config says how to reach the cluster and how to use it.
+type Config struct {
+	Hosts    []string // host or host:port
+	Keyspace string
+	LocalDC  string // data centre for DC-aware routing; "" routes to all
+	Username string
+	Password string
+
+	ReadConsistency   gocql.Consistency
+	WriteConsistency  gocql.Consistency
+	SerialConsistency gocql.Consistency // for feature metadata transactions
+
+	Timeout        time.Duration // per statement attempt
+	ConnectTimeout time.Duration
+	NumConns       int // connections per host (per shard on ScyllaDB)
+	Retries        int // retries of idempotent statements
+
+	RemoveStrategy RemoveStrategy
+	Limits         store.Limits
+
+	// Observer, if set, sees every statement and batch (for telemetry).
+	Observer interface {
+		gocql.QueryObserver
+		gocql.BatchObserver
+	}
+	// Now is the clock used for TTLs; time.Now when nil.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the settings for a local single node.
+func DefaultConfig() Config {
+	return Config{
+		Hosts:             []string{"127.0.0.1"},
+		Keyspace:          "listgate",
+		ReadConsistency:   gocql.LocalQuorum,
+		WriteConsistency:  gocql.LocalQuorum,
+		SerialConsistency: gocql.LocalSerial,
+		Timeout:           2 * time.Second,
+		ConnectTimeout:    5 * time.Second,
+		NumConns:          2,
+		Retries:           2,
+		RemoveStrategy:    RemoveByScan,
+		Limits:            store.DefaultLimits,
+	}
+}
+
+// Store is a store.Store on a CQL cluster.
+type Store struct {
+	session *gocql.Session
+	cfg     Config
+	now     func() time.Time
+	scylla  bool
+	cap     time.Time // latest expiry date the cluster accepts
+	stmt    statements
+}
+
+var _ store.Store = (*Store)(nil)
+
+type statements struct {
+	selectItems, insertItem, deleteItems, deleteList, selectItemKeys, selectKeysByValue, selectTTL string
+	insertFeature, selectFeature, selectFeatures, selectFeaturesOfType, recreateFeature, deleteFeature  string
+	schemaTables, schemaIndex                                                                         string
+}
+
+func newStatements(ks string) statements {
+	items, features := ks+".list_items", ks+".list_features"
+	const featureColumns = "entity_type, name, version, value_type, ttl_seconds, description, created_at, deleted_at, recreate_after"
+	return statements{
+		selectItems:       "SELECT item_key, value FROM " + items + " WHERE feature_key = ? AND entity_id = ? AND item_key >= ? AND item_key < ? LIMIT ?",
+		insertItem:        "INSERT INTO " + items + " (feature_key, entity_id, item_key, value) VALUES (?, ?, ?, ?) USING TTL ?",
+		deleteItems:       "DELETE FROM " + items + " WHERE feature_key = ? AND entity_id = ? AND item_key IN ?",
+		deleteList:        "DELETE FROM " + items + " WHERE feature_key = ? AND entity_id = ?",
+		selectItemKeys:    "SELECT item_key FROM " + items + " WHERE feature_key = ? AND entity_id = ?",
+		selectKeysByValue: "SELECT item_key FROM " + items + " WHERE feature_key = ? AND entity_id = ? AND value = ?",
+		selectTTL:         "SELECT TTL(value) FROM " + items + " WHERE feature_key = ? AND entity_id = ? AND item_key = ?",
+
+		insertFeature:        "INSERT INTO " + features + " (entity_type, name, version, value_type, ttl_seconds, description, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
+		selectFeature:        "SELECT " + featureColumns + " FROM " + features + " WHERE entity_type = ? AND name = ? AND version = ?",
+		selectFeatures:       "SELECT " + featureColumns + " FROM " + features,
+		selectFeaturesOfType: "SELECT " + featureColumns + " FROM " + features + " WHERE entity_type = ?",
+		recreateFeature:      "UPDATE " + features + " SET value_type = ?, ttl_seconds = ?, description = ?, created_at = ?, deleted_at = null, recreate_after = null WHERE entity_type = ? AND name = ? AND version = ? IF deleted_at = ?",
+		deleteFeature:        "UPDATE " + features + " SET deleted_at = ?, recreate_after = ? WHERE entity_type = ? AND name = ? AND version = ? IF deleted_at = null AND created_at = ?",
+
+		schemaTables: "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?",
+		schemaIndex:  "SELECT index_name FROM system_schema.indexes WHERE keyspace_name = ? AND table_name = 'list_items' AND index_name = 'list_items_by_value'",
+	}
+}
+
+// Open connects to the cluster. It does not touch the schema (see Migrate).
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if !validKeyspace(cfg.Keyspace) {
+		return nil, fmt.Errorf("%w keyspace %q: must match [a-z][a-z0-9_]{0,47}", store.ErrInvalid, cfg.Keyspace)
+	}
+	if cfg.RemoveStrategy != RemoveByScan && cfg.RemoveStrategy != RemoveByIndex {
+		return nil, fmt.Errorf("%w remove strategy %q: must be %q or %q", store.ErrInvalid, cfg.RemoveStrategy, RemoveByScan, RemoveByIndex)
+	}
+	if len(cfg.Hosts) == 0 {
+		return nil, fmt.Errorf("%w CQL hosts: none given", store.ErrInvalid)
+	}
+	cluster := gocql.NewCluster(cfg.Hosts...)
+	cluster.Timeout = cfg.Timeout
+	cluster.ConnectTimeout = cfg.ConnectTimeout
+	cluster.NumConns = cfg.NumConns
+	cluster.Consistency = cfg.ReadConsistency
+	cluster.SerialConsistency = cfg.SerialConsistency
+	cluster.RetryPolicy = &gocql.ExponentialBackoffRetryPolicy{NumRetries: cfg.Retries, Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}
+	// Keep reconnecting to a node that went away, so the store recovers
+	// without a restart when it comes back.
+	cluster.ReconnectInterval = time.Second
+	cluster.ReconnectionPolicy = &gocql.ExponentialReconnectionPolicy{MaxRetries: 1 << 20, InitialInterval: 100 * time.Millisecond, MaxInterval: 2 * time.Second}
+	fallback := gocql.RoundRobinHostPolicy()
+	if cfg.LocalDC != "" {
+		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)
+	}
+	cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback)
+	if cfg.Username != "" {
+		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
+	}
+	if cfg.Observer != nil {
+		cluster.QueryObserver = cfg.Observer
+		cluster.BatchObserver = cfg.Observer
+	}
+	cluster.Logger = quietLogger{}
+	session, err := cluster.CreateSession()
+	if err != nil {
+		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %v", store.ErrUnavailable, strings.Join(cfg.Hosts, ","), err)
+	}
+	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace)}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if err := s.probe(ctx); err != nil {
+		session.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// probe learns which server this is and the latest expiry date it stores.
+func (s *Store) probe(ctx context.Context) error {
+	var n int
+	err := s.session.Query("SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = 'system' AND table_name = 'scylla_local'").
+		WithContext(ctx).Consistency(gocql.One).Scan(&n)
+	if err != nil {
+		return classify("probing the server", err)
+	}
+	s.scylla = n > 0
+	s.cap = keys.ExpiryCap2038
+	// Cassandra 5.0 with storage_compatibility_mode NONE stores expiry dates
+	// up to 2106; every other server and mode stops at 2038.
+	var mode string
+	err = s.session.Query("SELECT value FROM system_views.settings WHERE name = 'storage_compatibility_mode'").
+		WithContext(ctx).Consistency(gocql.One).Scan(&mode)
+	if err == nil && mode == "NONE" {
+		s.cap = keys.ExpiryCap2106
+	}
+	return nil
+}
+
+// Scylla reports whether the cluster is ScyllaDB.
+func (s *Store) Scylla() bool { return s.scylla }
+
+// ExpiryCap is the latest expiry date the cluster stores.
+func (s *Store) ExpiryCap() time.Time { return s.cap }
+
+// Close closes the session.
+func (s *Store) Close() error {
+	s.session.Close()
+	return nil
+}
+
+func validKeyspace(ks string) bool {
+	return keys.ValidateName("keyspace", ks) == nil && len(ks) <= 48
+}
+
+// quietLogger drops gocql's own log lines; failures reach callers as errors
+// and telemetry sees every statement through the observer.
+type quietLogger struct{}
+
+func (quietLogger) Print(...any)          {}
+func (quietLogger) Printf(string, ...any) {}
+func (quietLogger) Println(...any)        {}
+
+// classify wraps a driver error with the store's error kind. Timeouts,
+// unavailable replicas and lost connections are ErrUnavailable: the caller
+// may retry. Anything else is a fault of the store and keeps its cause.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var reqErr gocql.RequestError
+	if errors.As(err, &reqErr) {
+		switch reqErr.Code() {
+		case gocql.ErrCodeUnavailable, gocql.ErrCodeOverloaded, gocql.ErrCodeBootstrapping,
+			gocql.ErrCodeWriteTimeout, gocql.ErrCodeReadTimeout, gocql.ErrCodeReadFailure,
+			gocql.ErrCodeWriteFailure, gocql.ErrCodeCASWriteUnknown, gocql.ErrCodeTruncate:
+			return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var netErr net.Error
+	for _, transient := range []error{gocql.ErrNoConnections, gocql.ErrTimeoutNoResponse, gocql.ErrConnectionClosed,
+		gocql.ErrSessionClosed, gocql.ErrHostDown, gocql.ErrNoStreams, gocql.ErrNoPool, gocql.ErrNoConnectionsInPool,
+		gocql.ErrTooManyTimeouts, gocql.ErrNoConnectionsStarted, context.DeadlineExceeded} {
+		if errors.Is(err, transient) {
+			return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)
+		}
+	}
+	if errors.As(err, &netErr) {
+		return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

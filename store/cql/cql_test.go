@@ -1,0 +1,23 @@
+package cql_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/cql"
+	"github.com/listgate/listgate/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	for _, strategy := range []cql.RemoveStrategy{cql.RemoveByScan, cql.RemoveByIndex} {
+		t.Run(string(strategy), func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+				cfg := cqltest.Config(t, strategy)
+				cfg.Now = now
+				return cqltest.Open(t, cfg)
+			})
+		})
+	}
+}

@@ -1,0 +1,119 @@
+package cql
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/keys"
+)
+
+// CreateFeature inserts the feature if its row does not exist, or revives a
+// deleted row once RecreateAfter has passed; both are lightweight
+// transactions, so two gateways cannot both succeed.
+func (s *Store) CreateFeature(ctx context.Context, f store.Feature) (store.Feature, error) {
+	now := s.now()
+	if err := f.Validate(now, s.cap); err != nil {
+		return store.Feature{}, err
+	}
+	f.CreatedAt = now.Truncate(time.Millisecond).UTC()
+	ttl := int(f.TTL / time.Second)
+	existing := map[string]any{}
+	applied, err := s.session.Query(s.stmt.insertFeature, f.EntityType, f.Name, f.Version, string(f.ValueType), ttl, f.Description, f.CreatedAt).
+		WithContext(ctx).SerialConsistency(s.cfg.SerialConsistency).Consistency(s.cfg.WriteConsistency).MapScanCAS(existing)
+	if err != nil {
+		return store.Feature{}, classify("creating feature "+f.Key(), err)
+	}
+	if applied {
+		return f, nil
+	}
+	deletedAt, _ := existing["deleted_at"].(time.Time)
+	if deletedAt.IsZero() {
+		return store.Feature{}, fmt.Errorf("feature %s: %w: it already exists", f.Key(), store.ErrConflict)
+	}
+	if after, _ := existing["recreate_after"].(time.Time); now.Before(after) {
+		return store.Feature{}, recreateTooSoon(f.Key(), deletedAt, after)
+	}
+	applied, err = s.session.Query(s.stmt.recreateFeature, string(f.ValueType), ttl, f.Description, f.CreatedAt, f.EntityType, f.Name, f.Version, deletedAt).
+		WithContext(ctx).SerialConsistency(s.cfg.SerialConsistency).Consistency(s.cfg.WriteConsistency).MapScanCAS(map[string]any{})
+	if err != nil {
+		return store.Feature{}, classify("re-creating feature "+f.Key(), err)
+	}
+	if !applied {
+		return store.Feature{}, fmt.Errorf("feature %s: %w: it was changed concurrently; try again", f.Key(), store.ErrConflict)
+	}
+	return f, nil
+}
+
+func recreateTooSoon(key string, deletedAt, after time.Time) error {
+	return fmt.Errorf("feature %s: %w: it was deleted at %s and items written under it may live until %s; create it again after that time, or create a new version",
+		key, store.ErrConflict, deletedAt.UTC().Format(time.RFC3339), after.UTC().Format(time.RFC3339))
+}
+
+// Features lists the live features, of one entity type or of all.
+func (s *Store) Features(ctx context.Context, entityType string) ([]store.Feature, error) {
+	var q *gocql.Query
+	if entityType == "" {
+		q = s.session.Query(s.stmt.selectFeatures)
+	} else {
+		if err := keys.ValidateName("entity type", entityType); err != nil {
+			return nil, err
+		}
+		q = s.session.Query(s.stmt.selectFeaturesOfType, entityType)
+	}
+	iter := q.WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
+	var out []store.Feature
+	for {
+		f, deleted, ok := scanFeature(iter)
+		if !ok {
+			break
+		}
+		if !deleted {
+			out = append(out, f)
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return nil, classify("listing features", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out, nil
+}
+
+func scanFeature(iter *gocql.Iter) (f store.Feature, deleted bool, ok bool) {
+	var valueType string
+	var ttl int
+	var deletedAt, recreateAfter time.Time
+	ok = iter.Scan(&f.EntityType, &f.Name, &f.Version, &valueType, &ttl, &f.Description, &f.CreatedAt, &deletedAt, &recreateAfter)
+	f.ValueType = store.ValueType(valueType)
+	f.TTL = time.Duration(ttl) * time.Second
+	f.CreatedAt = f.CreatedAt.UTC()
+	return f, !deletedAt.IsZero(), ok
+}
+
+// DeleteFeature marks one version deleted and records when it may be
+// re-created; its items are left to expire.
+func (s *Store) DeleteFeature(ctx context.Context, entityType, name, version string) (bool, error) {
+	if err := keys.ValidateFeature(entityType, name, version); err != nil {
+		return false, err
+	}
+	iter := s.session.Query(s.stmt.selectFeature, entityType, name, version).WithContext(ctx).
+		Consistency(s.cfg.ReadConsistency).SerialConsistency(s.cfg.SerialConsistency).Idempotent(true).Iter()
+	f, deleted, ok := scanFeature(iter)
+	if err := iter.Close(); err != nil {
+		return false, classify("reading feature "+keys.FeatureKey(entityType, name, version), err)
+	}
+	if !ok || deleted {
+		return false, nil
+	}
+	now := s.now().Truncate(time.Millisecond).UTC()
+	applied, err := s.session.Query(s.stmt.deleteFeature, now, keys.RecreateAfter(now, f.TTL), entityType, name, version, f.CreatedAt).
+		WithContext(ctx).SerialConsistency(s.cfg.SerialConsistency).Consistency(s.cfg.WriteConsistency).MapScanCAS(map[string]any{})
+	if err != nil {
+		return false, classify("deleting feature "+f.Key(), err)
+	}
+	return applied, nil
+}

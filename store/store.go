@@ -1,0 +1,177 @@
+// Package store defines what a list store is: the list features it keeps and
+// the operations on one entity's list. Backends (store/cql for ScyllaDB and
+// Cassandra, store/embedded for a local Pebble database) implement Store and
+// prove it with the conformance suite in store/storetest. A store knows
+// nothing of GraphQL or of how values are typed; it stores bytes.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/listgate/listgate/store/keys"
+)
+
+// Error kinds. Every error a store returns wraps at most one of them; the
+// edge of the service maps them to what a client sees.
+var (
+	// ErrInvalid: the input can never succeed as given. Nothing was written.
+	ErrInvalid = keys.ErrInvalid
+	// ErrNotFound: the feature does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the feature exists, or cannot be re-created yet.
+	ErrConflict = errors.New("conflict")
+	// ErrUnavailable: the database could not answer in time; the call may be
+	// retried.
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// ValueType is the type of a feature's item values.
+type ValueType string
+
+const (
+	String  ValueType = "STRING"
+	Int     ValueType = "INT"
+	Float   ValueType = "FLOAT"
+	Boolean ValueType = "BOOLEAN"
+	Bytes   ValueType = "BYTES"
+	JSON    ValueType = "JSON"
+)
+
+// Valid reports whether t is one of the value types.
+func (t ValueType) Valid() bool {
+	switch t {
+	case String, Int, Float, Boolean, Bytes, JSON:
+		return true
+	}
+	return false
+}
+
+// Feature is a list feature: a named, versioned list per entity, whose items
+// live TTL past their timestamps.
+type Feature struct {
+	EntityType  string
+	Name        string
+	Version     string
+	ValueType   ValueType
+	TTL         time.Duration
+	Description string
+	CreatedAt   time.Time
+}
+
+// Key is the feature key "$entityType#$name|$version".
+func (f *Feature) Key() string { return keys.FeatureKey(f.EntityType, f.Name, f.Version) }
+
+// Validate checks everything a feature needs before it is stored, given the
+// latest expiry date the backend can store.
+func (f *Feature) Validate(now, expiryCap time.Time) error {
+	if err := keys.ValidateFeature(f.EntityType, f.Name, f.Version); err != nil {
+		return err
+	}
+	if !f.ValueType.Valid() {
+		return fmt.Errorf("%w value type %q: must be one of STRING, INT, FLOAT, BOOLEAN, BYTES, JSON", ErrInvalid, f.ValueType)
+	}
+	if len(f.Description) > MaxDescriptionLen {
+		return fmt.Errorf("%w description: longer than 1024 bytes", ErrInvalid)
+	}
+	return keys.ValidateFeatureTTL(f.TTL, now, expiryCap)
+}
+
+// MaxDescriptionLen bounds a feature's description.
+const MaxDescriptionLen = 1024
+
+// List names one entity's list of a feature.
+type List struct {
+	Feature  *Feature
+	EntityID string
+}
+
+// Validate checks the list's identifiers.
+func (l List) Validate() error {
+	if l.Feature == nil {
+		return fmt.Errorf("%w list: no feature", ErrInvalid)
+	}
+	return keys.ValidateList(l.Feature.EntityType, l.Feature.Name, l.Feature.Version, l.EntityID)
+}
+
+// Item is an item as stored: its item key, timestamp and value bytes.
+type Item struct {
+	Key       string
+	Timestamp int64 // ns since the Unix epoch
+	Value     []byte
+}
+
+// NewItem is an item to add: a value and its timestamp.
+type NewItem struct {
+	Timestamp int64 // ns since the Unix epoch
+	Value     []byte
+}
+
+// Range selects a page of a list, newest first.
+type Range struct {
+	MinTimestamp int64  // items older than this are left out; 0 keeps all
+	Limit        int    // at most this many items, 1..MaxLimit
+	After        string // a cursor (an item key): only items older than it
+}
+
+// MaxLimit bounds the items of one page.
+const MaxLimit = 10_000
+
+// Validate checks a range.
+func (r Range) Validate() error {
+	if r.Limit < 1 || r.Limit > MaxLimit {
+		return fmt.Errorf("%w limit: must be from 1 to 10000", ErrInvalid)
+	}
+	if r.MinTimestamp < 0 {
+		return fmt.Errorf("%w minTimestamp: before 1970-01-01", ErrInvalid)
+	}
+	if r.After != "" {
+		if _, err := keys.ParseItemKey(r.After); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Page is one page of a list, newest first.
+type Page struct {
+	Items   []Item
+	HasMore bool // more items match after the last one
+}
+
+// AddResult counts what an add did.
+type AddResult struct {
+	Added   int // distinct items written
+	Expired int // items already expired, not written
+}
+
+// Store keeps list features and their lists.
+type Store interface {
+	// CreateFeature stores a new feature. ErrConflict if it exists, or if it
+	// was deleted and items written under it may still be live.
+	CreateFeature(ctx context.Context, f Feature) (Feature, error)
+	// Features lists the live features, of one entity type or of all when
+	// entityType is "", ordered by key.
+	Features(ctx context.Context, entityType string) ([]Feature, error)
+	// DeleteFeature deletes one version of a feature; false if it did not
+	// exist. Its items are left to expire.
+	DeleteFeature(ctx context.Context, entityType, name, version string) (bool, error)
+
+	// Items reads one page of a list, newest first.
+	Items(ctx context.Context, l List, r Range) (Page, error)
+	// AddItems writes items into a list, all or nothing.
+	AddItems(ctx context.Context, l List, items []NewItem) (AddResult, error)
+	// RemoveValue removes every item of a list with that value and returns
+	// how many there were.
+	RemoveValue(ctx context.Context, l List, value []byte) (int, error)
+	// RemoveAll empties a list.
+	RemoveAll(ctx context.Context, l List) error
+
+	// ExpiryCap is the latest expiry date the store can keep.
+	ExpiryCap() time.Time
+	// Ready reports whether the store answers and its schema is present.
+	Ready(ctx context.Context) error
+	Close() error
+}

@@ -1,0 +1,577 @@
+// Package storetest is the conformance suite every list store passes: each
+// rule of the design's "Semantics that must hold" stated once, as a test.
+// A backend's own tests call Run with a way to make a store.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/keys"
+)
+
+// TTLReader is implemented by stores that can report the TTL they hold for
+// an item, the way CQL's TTL(value) does.
+type TTLReader interface {
+	ItemTTL(ctx context.Context, l store.List, itemKey string) (time.Duration, error)
+}
+
+// NewStore opens a store whose clock is now. Stores it returns may share
+// their data; every test uses entity types of its own.
+type NewStore func(t *testing.T, now func() time.Time) store.Store
+
+// Run runs the suite.
+func Run(t *testing.T, open NewStore) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, h *harness)
+	}{
+		{"SameTimestampDistinctValuesAreDistinctItems", testSameTimestampDistinctValues},
+		{"SameTimestampSameValueIsOneItem", testSameItemIsIdempotent},
+		{"NewestFirst", testNewestFirst},
+		{"ValuesRoundTrip", testValuesRoundTrip},
+		{"MinTimestampIsInclusive", testMinTimestamp},
+		{"Limit", testLimit},
+		{"CursorPagesCoverTheListOnce", testCursorPaging},
+		{"MalformedCursorIsRejected", testMalformedCursor},
+		{"ExpiredItemsAreCountedNotWritten", testExpiredNotWritten},
+		{"StoredTTLIsTimestampPlusFeatureTTLMinusNow", testStoredTTL},
+		{"ItemExpiringWithinASecondIsNotKeptForever", testShortLivedItem},
+		{"TTLBeyondServerLimitsIsRejected", testTTLLimits},
+		{"RemoveValueRemovesEveryTimestampAndNothingElse", testRemoveValue},
+		{"RemoveAllEmptiesOnlyThatList", testRemoveAll},
+		{"OtherListsAreUntouched", testIsolation},
+		{"AddIsAllOrNothing", testAddAllOrNothing},
+		{"OversizedAddIsRejected", testOversizedAdd},
+		{"InvalidIdentifiersWriteNothing", testInvalidIdentifiers},
+		{"Features", testFeatures},
+		{"DeletedFeatureIsNotRecreatedWhileItemsLive", testRecreate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := &harness{t: t, ctx: context.Background(), entityType: uniqueEntityType()}
+			h.s = open(t, func() time.Time { return time.Now().Add(time.Duration(h.offset.Load())) })
+			tc.test(t, h)
+		})
+	}
+}
+
+var seq atomic.Int64
+
+// uniqueEntityType keeps tests apart even on a database that outlives the
+// test process.
+func uniqueEntityType() string {
+	return fmt.Sprintf("t%d_%d", time.Now().UnixNano()%1e12, seq.Add(1))
+}
+
+type harness struct {
+	t          *testing.T
+	ctx        context.Context
+	s          store.Store
+	entityType string
+	offset     atomic.Int64 // added to the store's clock
+}
+
+// feature creates a feature of the test's entity type.
+func (h *harness) feature(name, version string, ttl time.Duration) *store.Feature {
+	h.t.Helper()
+	f, err := h.s.CreateFeature(h.ctx, store.Feature{EntityType: h.entityType, Name: name, Version: version, ValueType: store.String, TTL: ttl})
+	if err != nil {
+		h.t.Fatalf("CreateFeature %s: %v", name, err)
+	}
+	return &f
+}
+
+func (h *harness) list(f *store.Feature, entityID string) store.List {
+	return store.List{Feature: f, EntityID: entityID}
+}
+
+func (h *harness) add(l store.List, items ...store.NewItem) store.AddResult {
+	h.t.Helper()
+	res, err := h.s.AddItems(h.ctx, l, items)
+	if err != nil {
+		h.t.Fatalf("AddItems: %v", err)
+	}
+	return res
+}
+
+func (h *harness) page(l store.List, r store.Range) store.Page {
+	h.t.Helper()
+	if r.Limit == 0 {
+		r.Limit = store.MaxLimit
+	}
+	p, err := h.s.Items(h.ctx, l, r)
+	if err != nil {
+		h.t.Fatalf("Items: %v", err)
+	}
+	return p
+}
+
+// values lists a whole list's values, newest first.
+func (h *harness) values(l store.List) []string {
+	h.t.Helper()
+	var out []string
+	for _, it := range h.page(l, store.Range{}).Items {
+		out = append(out, string(it.Value))
+	}
+	return out
+}
+
+func item(ts time.Time, value string) store.NewItem {
+	return store.NewItem{Timestamp: ts.UnixNano(), Value: []byte(value)}
+}
+
+func equal(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+func isInvalid(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("%s: err = %v, want ErrInvalid", what, err)
+	}
+	if strings.TrimSpace(err.Error()) == "" {
+		t.Fatalf("%s: empty error message", what)
+	}
+}
+
+const day = 24 * time.Hour
+
+func testSameTimestampDistinctValues(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	now := time.Now()
+	res := h.add(l, item(now, "a"), item(now, "b"))
+	equal(t, "added", res.Added, 2)
+	p := h.page(l, store.Range{})
+	equal(t, "items", len(p.Items), 2)
+	for _, it := range p.Items {
+		equal(t, "timestamp", it.Timestamp, now.UnixNano())
+		equal(t, "key", it.Key, keys.ItemKey(now.UnixNano(), it.Value))
+	}
+}
+
+func testSameItemIsIdempotent(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	now := time.Now()
+	equal(t, "added in one call", h.add(l, item(now, "a"), item(now, "a")).Added, 1)
+	h.add(l, item(now, "a"))
+	equal(t, "values", h.values(l), []string{"a"})
+}
+
+func testNewestFirst(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	now := time.Now()
+	h.add(l, item(now.Add(-2*time.Second), "old"), item(now, "new"), item(now.Add(-time.Second), "mid"))
+	h.add(l, item(now.Add(-time.Hour), "oldest"), item(now.Add(time.Nanosecond), "newest"))
+	equal(t, "values", h.values(l), []string{"newest", "new", "mid", "old", "oldest"})
+}
+
+func testValuesRoundTrip(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	now := time.Now()
+	values := [][]byte{{}, {0}, {0xff, 0xfe}, []byte("story:123"), bytes.Repeat([]byte("x"), store.DefaultLimits.MaxValueBytes)}
+	for i, v := range values {
+		h.add(l, store.NewItem{Timestamp: now.UnixNano() - int64(i), Value: v})
+	}
+	p := h.page(l, store.Range{})
+	equal(t, "items", len(p.Items), len(values))
+	for i, it := range p.Items {
+		if !bytes.Equal(it.Value, values[i]) || it.Value == nil {
+			t.Fatalf("item %d: value %q (nil %v), want %q", i, it.Value, it.Value == nil, values[i])
+		}
+	}
+}
+
+func testMinTimestamp(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	base := time.Now().Add(-time.Minute)
+	for i := range 5 {
+		h.add(l, item(base.Add(time.Duration(i)*time.Second), fmt.Sprint(i)))
+	}
+	p := h.page(l, store.Range{MinTimestamp: base.Add(2 * time.Second).UnixNano()})
+	var got []string
+	for _, it := range p.Items {
+		got = append(got, string(it.Value))
+	}
+	equal(t, "values at or after minTimestamp", got, []string{"4", "3", "2"})
+	p = h.page(l, store.Range{MinTimestamp: base.Add(2*time.Second + 1).UnixNano()})
+	equal(t, "items after minTimestamp+1ns", len(p.Items), 2)
+}
+
+func testLimit(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	now := time.Now()
+	for i := range 5 {
+		h.add(l, item(now.Add(-time.Duration(i)*time.Second), fmt.Sprint(i)))
+	}
+	p := h.page(l, store.Range{Limit: 3})
+	equal(t, "items", len(p.Items), 3)
+	equal(t, "hasMore", p.HasMore, true)
+	p = h.page(l, store.Range{Limit: 5})
+	equal(t, "items", len(p.Items), 5)
+	equal(t, "hasMore when the page holds the rest", p.HasMore, false)
+	for _, bad := range []int{-1, store.MaxLimit + 1} {
+		_, err := h.s.Items(h.ctx, l, store.Range{Limit: bad})
+		isInvalid(t, fmt.Sprintf("limit %d", bad), err)
+	}
+}
+
+func testCursorPaging(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	base := time.Now().Add(-time.Hour)
+	const n = 1000
+	batch := make([]store.NewItem, 0, n)
+	for i := range n {
+		// Pairs of items share a timestamp, so pages also split ties.
+		batch = append(batch, item(base.Add(time.Duration(i/2)*time.Millisecond), fmt.Sprintf("v%04d", i)))
+	}
+	equal(t, "added", h.add(l, batch...).Added, n)
+	seen := map[string]bool{}
+	var prev string
+	after := ""
+	pages := 0
+	for {
+		p := h.page(l, store.Range{Limit: 37, After: after, MinTimestamp: base.UnixNano()})
+		pages++
+		for _, it := range p.Items {
+			if prev != "" && it.Key >= prev {
+				t.Fatalf("key %s after %s: not newest first", it.Key, prev)
+			}
+			if seen[string(it.Value)] {
+				t.Fatalf("value %s seen twice", it.Value)
+			}
+			seen[string(it.Value)] = true
+			prev = it.Key
+		}
+		if !p.HasMore {
+			break
+		}
+		after = p.Items[len(p.Items)-1].Key
+		if pages > n {
+			t.Fatal("paging does not end")
+		}
+	}
+	equal(t, "distinct items seen", len(seen), n)
+	equal(t, "pages", pages, (n+36)/37)
+}
+
+func testMalformedCursor(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	for _, c := range []string{"x", "' OR 1=1", keys.TimestampPrefix(1), strings.Repeat("9", 44)} {
+		_, err := h.s.Items(h.ctx, l, store.Range{Limit: 10, After: c})
+		isInvalid(t, "cursor "+c, err)
+	}
+}
+
+func testExpiredNotWritten(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", time.Hour), "u1")
+	now := time.Now()
+	res := h.add(l, item(now.Add(-2*time.Hour), "expired"), item(now.Add(-time.Hour-time.Second), "just expired"), item(now, "live"))
+	equal(t, "result", res, store.AddResult{Added: 1, Expired: 2})
+	equal(t, "values", h.values(l), []string{"live"})
+	res = h.add(l, item(now.Add(-3*time.Hour), "expired"))
+	equal(t, "all expired", res, store.AddResult{Added: 0, Expired: 1})
+}
+
+func testStoredTTL(t *testing.T, h *harness) {
+	r, ok := h.s.(TTLReader)
+	if !ok {
+		t.Fatalf("%T does not implement storetest.TTLReader", h.s)
+	}
+	l := h.list(h.feature("f", "", 10*day), "u1")
+	now := time.Now()
+	for _, age := range []time.Duration{0, time.Hour, 9 * day, 10*day - time.Minute} {
+		ts := now.Add(-age)
+		h.add(l, item(ts, "v"))
+		got, err := r.ItemTTL(h.ctx, l, keys.ItemKey(ts.UnixNano(), []byte("v")))
+		if err != nil {
+			t.Fatalf("ItemTTL: %v", err)
+		}
+		want := time.Until(ts.Add(10 * day))
+		if d := got - want; d < -2*time.Second || d > 2*time.Second {
+			t.Fatalf("age %v: stored TTL %v, want %v ± 2s", age, got, want)
+		}
+	}
+}
+
+func testShortLivedItem(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", 2*time.Second), "u1")
+	now := time.Now()
+	// 400 ms left: rounded up to a TTL of 1 s, never to 0 (which would keep
+	// it forever).
+	res := h.add(l, item(now.Add(-1600*time.Millisecond), "short"), item(now, "longer"))
+	equal(t, "added", res.Added, 2)
+	time.Sleep(2200 * time.Millisecond)
+	equal(t, "values after 2.2s", h.values(l), []string{})
+	if r, ok := h.s.(TTLReader); ok {
+		if _, err := r.ItemTTL(h.ctx, l, keys.ItemKey(now.Add(-1600*time.Millisecond).UnixNano(), []byte("short"))); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("expired item's TTL: err = %v, want ErrNotFound", err)
+		}
+	}
+}
+
+func testTTLLimits(t *testing.T, h *harness) {
+	_, err := h.s.CreateFeature(h.ctx, store.Feature{EntityType: h.entityType, Name: "too_long", ValueType: store.String, TTL: keys.MaxTTL + time.Second})
+	isInvalid(t, "feature TTL above 20 years", err)
+	_, err = h.s.CreateFeature(h.ctx, store.Feature{EntityType: h.entityType, Name: "zero", ValueType: store.String})
+	isInvalid(t, "feature TTL 0", err)
+	// The longest TTL a feature may have here: 20 years, or less where the
+	// server's expiry cap comes first. An item 30 minutes ahead passes one.
+	longest := min(h.s.ExpiryCap().Sub(time.Now()).Truncate(time.Second)-10*time.Minute, keys.MaxTTL)
+	l := h.list(h.feature("longest", "", longest), "u1")
+	_, err = h.s.AddItems(h.ctx, l, []store.NewItem{item(time.Now().Add(30*time.Minute), "future")})
+	isInvalid(t, "item whose TTL passes the maximum or the expiry cap", err)
+	_, err = h.s.AddItems(h.ctx, l, []store.NewItem{item(time.Now().Add(2*time.Hour), "far future")})
+	isInvalid(t, "item stamped 2h in the future", err)
+	equal(t, "values", h.values(l), []string{})
+}
+
+func testRemoveValue(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	now := time.Now()
+	var items []store.NewItem
+	for i := range 23 {
+		items = append(items, item(now.Add(-time.Duration(i)*time.Second), "gone"))
+		items = append(items, item(now.Add(-time.Duration(i)*time.Second), "kept"))
+	}
+	items = append(items, item(now, "gone2"), item(now, "gon"))
+	h.add(l, items...)
+	n, err := h.s.RemoveValue(h.ctx, l, []byte("gone"))
+	if err != nil {
+		t.Fatalf("RemoveValue: %v", err)
+	}
+	equal(t, "removed", n, 23)
+	vals := h.values(l)
+	equal(t, "items left", len(vals), 25)
+	for _, v := range vals {
+		if v == "gone" {
+			t.Fatal("a removed value is still listed")
+		}
+	}
+	n, err = h.s.RemoveValue(h.ctx, l, []byte("absent"))
+	if err != nil || n != 0 {
+		t.Fatalf("RemoveValue(absent) = %d, %v", n, err)
+	}
+}
+
+func testRemoveAll(t *testing.T, h *harness) {
+	f := h.feature("f", "", day)
+	a, b := h.list(f, "a"), h.list(f, "b")
+	now := time.Now()
+	h.add(a, item(now, "1"), item(now, "2"))
+	h.add(b, item(now, "1"))
+	if err := h.s.RemoveAll(h.ctx, a); err != nil {
+		t.Fatalf("RemoveAll: %v", err)
+	}
+	equal(t, "emptied list", h.values(a), []string{})
+	equal(t, "other list", h.values(b), []string{"1"})
+	h.add(a, item(now, "3"))
+	equal(t, "list after re-adding", h.values(a), []string{"3"})
+}
+
+func testIsolation(t *testing.T, h *harness) {
+	f, g := h.feature("f", "", day), h.feature("g", "", day)
+	fv2 := h.feature("f", "v2", day)
+	otherType := *f
+	otherType.EntityType = h.entityType + "_x"
+	if _, err := h.s.CreateFeature(h.ctx, otherType); err != nil {
+		t.Fatalf("CreateFeature: %v", err)
+	}
+	target := h.list(f, "u1")
+	bystanders := []store.List{h.list(f, "u2"), h.list(f, "u1 "), h.list(g, "u1"), h.list(fv2, "u1"), h.list(&otherType, "u1")}
+	now := time.Now()
+	for _, l := range append(bystanders, target) {
+		h.add(l, item(now, "shared"), item(now.Add(-time.Second), "other"))
+	}
+	check := func(step string) {
+		t.Helper()
+		for _, l := range bystanders {
+			equal(t, step+": "+l.Feature.Key()+"/"+l.EntityID, h.values(l), []string{"shared", "other"})
+		}
+	}
+	h.add(target, item(now, "more"))
+	check("after add")
+	if _, err := h.s.RemoveValue(h.ctx, target, []byte("shared")); err != nil {
+		t.Fatal(err)
+	}
+	check("after remove value")
+	if err := h.s.RemoveAll(h.ctx, target); err != nil {
+		t.Fatal(err)
+	}
+	check("after remove all")
+	equal(t, "target", h.values(target), []string{})
+}
+
+func testAddAllOrNothing(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	now := time.Now()
+	const n = 1000
+	items := make([]store.NewItem, n)
+	for i := range items {
+		items[i] = item(now.Add(-time.Duration(i)*time.Millisecond), fmt.Sprint(i))
+	}
+	bad := append([]store.NewItem(nil), items...)
+	bad[n-1] = item(now.Add(3*time.Hour), "too far ahead")
+	_, err := h.s.AddItems(h.ctx, l, bad)
+	isInvalid(t, "an add with one bad item", err)
+	equal(t, "items after the rejected add", len(h.values(l)), 0)
+	res := h.add(l, items...)
+	equal(t, "added", res.Added, n)
+	equal(t, "items after the good add", len(h.values(l)), n)
+}
+
+func testOversizedAdd(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	now := time.Now()
+	many := make([]store.NewItem, store.DefaultLimits.MaxAddItems+1)
+	for i := range many {
+		many[i] = item(now.Add(-time.Duration(i)), "v")
+	}
+	_, err := h.s.AddItems(h.ctx, l, many)
+	isInvalid(t, "too many items", err)
+	big := make([]store.NewItem, store.DefaultLimits.MaxAddBytes/store.DefaultLimits.MaxValueBytes+1)
+	for i := range big {
+		big[i] = store.NewItem{Timestamp: now.UnixNano() - int64(i), Value: bytes.Repeat([]byte{byte(i)}, store.DefaultLimits.MaxValueBytes)}
+	}
+	_, err = h.s.AddItems(h.ctx, l, big)
+	isInvalid(t, "too many bytes", err)
+	_, err = h.s.AddItems(h.ctx, l, []store.NewItem{{Timestamp: now.UnixNano(), Value: make([]byte, store.DefaultLimits.MaxValueBytes+1)}})
+	isInvalid(t, "too large a value", err)
+	equal(t, "items", len(h.values(l)), 0)
+}
+
+func testInvalidIdentifiers(t *testing.T, h *harness) {
+	good := h.feature("f", "", day)
+	now := time.Now()
+	for _, f := range []store.Feature{
+		{EntityType: "User", Name: "f", ValueType: store.String, TTL: day},
+		{EntityType: h.entityType, Name: "f#x", ValueType: store.String, TTL: day},
+		{EntityType: h.entityType, Name: "f", Version: "v|1", ValueType: store.String, TTL: day},
+		{EntityType: h.entityType, Name: "f2", ValueType: "TEXT", TTL: day},
+		{EntityType: h.entityType, Name: "f3", ValueType: store.String, TTL: 1500 * time.Millisecond},
+	} {
+		_, err := h.s.CreateFeature(h.ctx, f)
+		isInvalid(t, "CreateFeature "+f.Key(), err)
+	}
+	fs, err := h.s.Features(h.ctx, h.entityType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "features", len(fs), 1)
+	for _, id := range []string{"", "a\x00b", "a\nb", strings.Repeat("x", 257), "\xff"} {
+		l := store.List{Feature: good, EntityID: id}
+		_, err := h.s.AddItems(h.ctx, l, []store.NewItem{item(now, "v")})
+		isInvalid(t, fmt.Sprintf("AddItems entity id %q", id), err)
+		_, err = h.s.Items(h.ctx, l, store.Range{Limit: 1})
+		isInvalid(t, "Items", err)
+		_, err = h.s.RemoveValue(h.ctx, l, []byte("v"))
+		isInvalid(t, "RemoveValue", err)
+		isInvalid(t, "RemoveAll", h.s.RemoveAll(h.ctx, l))
+	}
+	badFeature := *good
+	badFeature.Version = "a#b"
+	_, err = h.s.AddItems(h.ctx, store.List{Feature: &badFeature, EntityID: "u1"}, []store.NewItem{item(now, "v")})
+	isInvalid(t, "AddItems with a bad version", err)
+	_, err = h.s.AddItems(h.ctx, store.List{Feature: good, EntityID: "u1"}, []store.NewItem{{Timestamp: -1, Value: []byte("v")}})
+	isInvalid(t, "AddItems with a negative timestamp", err)
+	equal(t, "values", h.values(store.List{Feature: good, EntityID: "u1"}), []string{})
+}
+
+func testFeatures(t *testing.T, h *harness) {
+	f := store.Feature{EntityType: h.entityType, Name: "reading_history", ValueType: store.JSON, TTL: 30 * day, Description: "stories read"}
+	created, err := h.s.CreateFeature(h.ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.CreatedAt.IsZero() || time.Since(created.CreatedAt) > time.Minute {
+		t.Fatalf("createdAt %v", created.CreatedAt)
+	}
+	_, err = h.s.CreateFeature(h.ctx, f)
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second create: err = %v, want ErrConflict", err)
+	}
+	v2 := f
+	v2.Version = "2025/03/11"
+	v2.ValueType = store.Int
+	if _, err := h.s.CreateFeature(h.ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	h.feature("another", "", day)
+	fs, err := h.s.Features(h.ctx, h.entityType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, x := range fs {
+		got = append(got, fmt.Sprintf("%s %s %v %q", x.Key(), x.ValueType, x.TTL, x.Description))
+	}
+	equal(t, "features", got, []string{
+		h.entityType + "#another| STRING 24h0m0s \"\"",
+		h.entityType + "#reading_history| JSON 720h0m0s \"stories read\"",
+		h.entityType + "#reading_history|2025/03/11 INT 720h0m0s \"stories read\"",
+	})
+	all, err := h.s.Features(h.ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, x := range all {
+		if x.EntityType == h.entityType {
+			n++
+		}
+	}
+	equal(t, "features of this type among all", n, 3)
+	ok, err := h.s.DeleteFeature(h.ctx, h.entityType, "reading_history", "2025/03/11")
+	if err != nil || !ok {
+		t.Fatalf("DeleteFeature = %v, %v", ok, err)
+	}
+	ok, err = h.s.DeleteFeature(h.ctx, h.entityType, "reading_history", "2025/03/11")
+	if err != nil || ok {
+		t.Fatalf("second DeleteFeature = %v, %v; want false", ok, err)
+	}
+	ok, err = h.s.DeleteFeature(h.ctx, h.entityType, "never", "")
+	if err != nil || ok {
+		t.Fatalf("DeleteFeature of a missing feature = %v, %v; want false", ok, err)
+	}
+	fs, _ = h.s.Features(h.ctx, h.entityType)
+	equal(t, "features after delete", len(fs), 2)
+}
+
+func testRecreate(t *testing.T, h *harness) {
+	ttl := time.Hour
+	f := h.feature("f", "", ttl)
+	l := h.list(f, "u1")
+	h.add(l, item(time.Now(), "old"))
+	if ok, err := h.s.DeleteFeature(h.ctx, f.EntityType, f.Name, f.Version); err != nil || !ok {
+		t.Fatalf("DeleteFeature = %v, %v", ok, err)
+	}
+	_, err := h.s.CreateFeature(h.ctx, *f)
+	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "after") {
+		t.Fatalf("re-create while items live: err = %v, want ErrConflict naming when it becomes possible", err)
+	}
+	// Another version is free at once.
+	h.feature("f", "v2", ttl)
+	// Once every item written under it has expired, it may be created again.
+	h.offset.Store(int64(keys.RecreateAfter(time.Now(), ttl).Sub(time.Now()) + time.Minute))
+	g, err := h.s.CreateFeature(h.ctx, store.Feature{EntityType: f.EntityType, Name: f.Name, ValueType: store.Int, TTL: 2 * ttl})
+	if err != nil {
+		t.Fatalf("re-create after expiry: %v", err)
+	}
+	equal(t, "re-created value type", g.ValueType, store.Int)
+	fs, err := h.s.Features(h.ctx, h.entityType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "features", len(fs), 2)
+	equal(t, "re-created TTL", fs[0].TTL, 2*ttl)
+}

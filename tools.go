@@ -1,0 +1,4 @@
+//go:build tools
+
+// Package tools pins the versions of the project's code generators.
+package tools
