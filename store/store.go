@@ -175,3 +175,15 @@ type Store interface {
 	Ready(ctx context.Context) error
 	Close() error
 }
+
+// FeatureExists is the error for creating a feature that exists.
+func FeatureExists(key string) error {
+	return fmt.Errorf("feature %s: %w: it already exists", key, ErrConflict)
+}
+
+// RecreateTooSoon is the error for creating a deleted feature again while
+// items written under it may still be live.
+func RecreateTooSoon(key string, deletedAt, after time.Time) error {
+	return fmt.Errorf("feature %s: %w: it was deleted at %s and items written under it may live until %s; create it again after that time, or create a new version",
+		key, ErrConflict, deletedAt.UTC().Format(time.RFC3339), after.UTC().Format(time.RFC3339))
+}

@@ -33,10 +33,10 @@ func (s *Store) CreateFeature(ctx context.Context, f store.Feature) (store.Featu
 	}
 	deletedAt, _ := existing["deleted_at"].(time.Time)
 	if deletedAt.IsZero() {
-		return store.Feature{}, fmt.Errorf("feature %s: %w: it already exists", f.Key(), store.ErrConflict)
+		return store.Feature{}, store.FeatureExists(f.Key())
 	}
 	if after, _ := existing["recreate_after"].(time.Time); now.Before(after) {
-		return store.Feature{}, recreateTooSoon(f.Key(), deletedAt, after)
+		return store.Feature{}, store.RecreateTooSoon(f.Key(), deletedAt, after)
 	}
 	applied, err = s.session.Query(s.stmt.recreateFeature, string(f.ValueType), ttl, f.Description, f.CreatedAt, f.EntityType, f.Name, f.Version, deletedAt).
 		WithContext(ctx).SerialConsistency(s.cfg.SerialConsistency).Consistency(s.cfg.WriteConsistency).MapScanCAS(map[string]any{})
@@ -47,11 +47,6 @@ func (s *Store) CreateFeature(ctx context.Context, f store.Feature) (store.Featu
 		return store.Feature{}, fmt.Errorf("feature %s: %w: it was changed concurrently; try again", f.Key(), store.ErrConflict)
 	}
 	return f, nil
-}
-
-func recreateTooSoon(key string, deletedAt, after time.Time) error {
-	return fmt.Errorf("feature %s: %w: it was deleted at %s and items written under it may live until %s; create it again after that time, or create a new version",
-		key, store.ErrConflict, deletedAt.UTC().Format(time.RFC3339), after.UTC().Format(time.RFC3339))
 }
 
 // Features lists the live features, of one entity type or of all.

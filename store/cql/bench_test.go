@@ -1,0 +1,147 @@
+package cql_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/cql"
+)
+
+// Each benchmark runs one operation at a time against the real server, so
+// ns/op is its latency.
+
+func benchStore(b *testing.B, strategy cql.RemoveStrategy) (*cql.Store, *store.Feature) {
+	b.Helper()
+	s := cqltest.Open(b, cqltest.Config(b, strategy))
+	f, err := s.CreateFeature(context.Background(), store.Feature{
+		EntityType: fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9), Name: "reading_history", ValueType: store.String, TTL: 24 * time.Hour,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, &f
+}
+
+// fill writes n items with distinct values, then the value "target" at
+// three timestamps.
+func fill(b *testing.B, s store.Store, l store.List, n int) {
+	b.Helper()
+	now := time.Now()
+	items := make([]store.NewItem, 0, 1000)
+	for i := 0; i < n; i++ {
+		items = append(items, store.NewItem{Timestamp: now.Add(-time.Duration(i) * time.Millisecond).UnixNano(), Value: fmt.Appendf(nil, "story%07d", i)})
+		if len(items) == cap(items) || i == n-1 {
+			if _, err := s.AddItems(context.Background(), l, items); err != nil {
+				b.Fatal(err)
+			}
+			items = items[:0]
+		}
+	}
+	addTarget(b, s, l, now)
+}
+
+func addTarget(b *testing.B, s store.Store, l store.List, now time.Time) {
+	b.Helper()
+	var items []store.NewItem
+	for i := range 3 {
+		items = append(items, store.NewItem{Timestamp: now.Add(-time.Duration(i) * time.Hour).UnixNano(), Value: []byte("target")})
+	}
+	if _, err := s.AddItems(context.Background(), l, items); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkItems(b *testing.B) {
+	s, f := benchStore(b, cql.RemoveByScan)
+	l := store.List{Feature: f, EntityID: "u1"}
+	fill(b, s, l, 1000)
+	for _, limit := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("limit=%d", limit), func(b *testing.B) {
+			ctx := context.Background()
+			for b.Loop() {
+				p, err := s.Items(ctx, l, store.Range{Limit: limit})
+				if err != nil || len(p.Items) != limit {
+					b.Fatalf("Items: %d items, %v", len(p.Items), err)
+				}
+			}
+			b.ReportMetric(float64(limit*b.N)/b.Elapsed().Seconds(), "items/s")
+		})
+	}
+}
+
+func BenchmarkAddItems(b *testing.B) {
+	for _, strategy := range []cql.RemoveStrategy{cql.RemoveByScan, cql.RemoveByIndex} {
+		s, f := benchStore(b, strategy)
+		for _, n := range []int{1, 10, 100} {
+			b.Run(fmt.Sprintf("%s/items=%d", strategy, n), func(b *testing.B) {
+				ctx := context.Background()
+				items := make([]store.NewItem, n)
+				i := 0
+				for b.Loop() {
+					now := time.Now().UnixNano()
+					for j := range items {
+						items[j] = store.NewItem{Timestamp: now, Value: fmt.Appendf(nil, "story%d", j)}
+					}
+					l := store.List{Feature: f, EntityID: fmt.Sprint("u", i%1000)}
+					if _, err := s.AddItems(ctx, l, items); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+				b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "items/s")
+			})
+		}
+	}
+}
+
+func BenchmarkRemoveValue(b *testing.B) {
+	for _, strategy := range []cql.RemoveStrategy{cql.RemoveByScan, cql.RemoveByIndex} {
+		s, f := benchStore(b, strategy)
+		for _, size := range []int{10, 1000, 10000} {
+			l := store.List{Feature: f, EntityID: fmt.Sprint("list", size)}
+			fill(b, s, l, size)
+			b.Run(fmt.Sprintf("%s/size=%d", strategy, size), func(b *testing.B) {
+				ctx := context.Background()
+				for b.Loop() {
+					n, err := s.RemoveValue(ctx, l, []byte("target"))
+					if err != nil || n != 3 {
+						b.Fatalf("RemoveValue = %d, %v", n, err)
+					}
+					b.StopTimer()
+					addTarget(b, s, l, time.Now())
+					b.StartTimer()
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkRemoveAll(b *testing.B) {
+	s, f := benchStore(b, cql.RemoveByScan)
+	ctx := context.Background()
+	i := 0
+	for b.Loop() {
+		if err := s.RemoveAll(ctx, store.List{Feature: f, EntityID: fmt.Sprint("u", i)}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+func BenchmarkCreateFeature(b *testing.B) {
+	s, f := benchStore(b, cql.RemoveByScan)
+	ctx := context.Background()
+	i := 0
+	for b.Loop() {
+		g := *f
+		g.Version = fmt.Sprint("v", i)
+		if _, err := s.CreateFeature(ctx, g); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

@@ -1,0 +1,461 @@
+// Package embedded is the list store on a local Pebble database: what
+// `go run .` uses when no CQL cluster is configured. It keeps the semantics
+// of the CQL store (proved by store/storetest), TTL included: an expired item
+// is invisible at once and its bytes are reclaimed by a background sweep. It
+// serves one process; Pebble locks its folder.
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/keys"
+)
+
+// Key layout. Identifiers never hold 0x00 (keys validates them), so it
+// separates their parts.
+//
+//	i <featureKey> 00 <entityID> 00 <itemKey>  →  expiry (8 bytes, unix s) + value
+//	x <expiry (8 bytes)> <item's database key> →  (empty): the sweep's index
+//	f <entityType> 00 <name> 00 <version>      →  JSON featureRecord
+const (
+	itemPrefix    = 'i'
+	expiryPrefix  = 'x'
+	featurePrefix = 'f'
+)
+
+// Config says where the database lives and how to use it.
+type Config struct {
+	Dir string
+	// SweepInterval is how often expired items are reclaimed; 0 disables
+	// the background sweep (call Sweep instead).
+	SweepInterval time.Duration
+	Limits        store.Limits
+	// Now is the clock used for TTLs; time.Now when nil.
+	Now func() time.Time
+}
+
+// Store is a store.Store on Pebble.
+type Store struct {
+	db     *pebble.DB
+	cfg    Config
+	now    func() time.Time
+	mu     sync.Mutex // serializes feature metadata changes
+	stop   chan struct{}
+	done   sync.WaitGroup
+	closed sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database in cfg.Dir.
+func Open(cfg Config) (*Store, error) {
+	db, err := pebble.Open(cfg.Dir, &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		return nil, fmt.Errorf("opening the embedded store in %s: %w", cfg.Dir, err)
+	}
+	s := &Store{db: db, cfg: cfg, now: cfg.Now, stop: make(chan struct{})}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.cfg.Limits == (store.Limits{}) {
+		s.cfg.Limits = store.DefaultLimits
+	}
+	if cfg.SweepInterval > 0 {
+		s.done.Add(1)
+		go s.sweepLoop(cfg.SweepInterval)
+	}
+	return s, nil
+}
+
+// Close stops the sweep and closes the database.
+func (s *Store) Close() error {
+	var err error
+	s.closed.Do(func() {
+		close(s.stop)
+		s.done.Wait()
+		err = s.db.Close()
+	})
+	return err
+}
+
+// ExpiryCap is the latest expiry date kept: the same as Cassandra 5.0's.
+func (s *Store) ExpiryCap() time.Time { return keys.ExpiryCap2106 }
+
+// Ready reports whether the database is open and answers.
+func (s *Store) Ready(context.Context) error {
+	select {
+	case <-s.stop:
+		return errors.New("embedded store is closed")
+	default:
+	}
+	_, closer, err := s.db.Get([]byte{featurePrefix})
+	if err == nil {
+		closer.Close()
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("embedded store: %w", err)
+	}
+	return nil
+}
+
+// partition is the database key prefix of one list.
+func partition(l store.List) []byte {
+	fk := l.Feature.Key()
+	p := make([]byte, 0, 3+len(fk)+len(l.EntityID)+keys.ItemKeyLen)
+	p = append(p, itemPrefix)
+	p = append(p, fk...)
+	p = append(p, 0)
+	p = append(p, l.EntityID...)
+	return append(p, 0)
+}
+
+// successor is the first key after every key starting with prefix.
+func successor(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+func expiryOf(v []byte) int64 { return int64(binary.BigEndian.Uint64(v)) }
+
+// Items reads one page of a list, newest first, skipping expired items.
+func (s *Store) Items(_ context.Context, l store.List, r store.Range) (store.Page, error) {
+	if err := l.Validate(); err != nil {
+		return store.Page{}, err
+	}
+	if err := r.Validate(); err != nil {
+		return store.Page{}, err
+	}
+	p := partition(l)
+	lower := append(bytes.Clone(p), keys.TimestampPrefix(max(r.MinTimestamp, 0))...)
+	upper := append(bytes.Clone(p), keys.MaxItemKey...)
+	if r.After != "" {
+		upper = append(bytes.Clone(p), r.After...)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return store.Page{}, fmt.Errorf("reading list items: %w", err)
+	}
+	defer it.Close()
+	now := s.now().Unix()
+	var page store.Page
+	for ok := it.Last(); ok; ok = it.Prev() {
+		v := it.Value()
+		if expiryOf(v) <= now {
+			continue
+		}
+		if len(page.Items) == r.Limit {
+			page.HasMore = true
+			break
+		}
+		key := string(it.Key()[len(p):])
+		page.Items = append(page.Items, store.Item{Key: key, Timestamp: keys.ItemTimestamp(key), Value: bytes.Clone(v[8:])})
+	}
+	return page, it.Error()
+}
+
+// AddItems writes the items and their sweep entries in one synced batch.
+func (s *Store) AddItems(_ context.Context, l store.List, items []store.NewItem) (store.AddResult, error) {
+	now := s.now()
+	writes, expired, err := store.PrepareAdd(l, items, now, s.ExpiryCap(), s.cfg.Limits)
+	if err != nil {
+		return store.AddResult{}, err
+	}
+	if len(writes) == 0 {
+		return store.AddResult{Expired: expired}, nil
+	}
+	p := partition(l)
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, w := range writes {
+		key := append(bytes.Clone(p), w.Key...)
+		expiry := uint64(now.Unix() + int64(w.TTL))
+		val := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(w.Value)), expiry)
+		if err := b.Set(key, append(val, w.Value...), nil); err != nil {
+			return store.AddResult{}, err
+		}
+		if err := b.Set(expiryKey(expiry, key), nil, nil); err != nil {
+			return store.AddResult{}, err
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return store.AddResult{}, fmt.Errorf("adding list items: %w", err)
+	}
+	return store.AddResult{Added: len(writes), Expired: expired}, nil
+}
+
+func expiryKey(expiry uint64, itemKey []byte) []byte {
+	k := binary.BigEndian.AppendUint64(append(make([]byte, 0, 9+len(itemKey)), expiryPrefix), expiry)
+	return append(k, itemKey...)
+}
+
+// RemoveValue deletes every live item of the list whose key carries the
+// value's hash.
+func (s *Store) RemoveValue(_ context.Context, l store.List, value []byte) (int, error) {
+	if err := l.Validate(); err != nil {
+		return 0, err
+	}
+	p := partition(l)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: successor(p)})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	hash := keys.ValueHash(value)
+	now := s.now().Unix()
+	b := s.db.NewBatch()
+	defer b.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if !keys.HasValueHash(string(it.Key()[len(p):]), hash) {
+			continue
+		}
+		if expiryOf(it.Value()) > now {
+			n++
+		}
+		if err := b.Delete(it.Key(), nil); err != nil {
+			return 0, err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return 0, err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return 0, fmt.Errorf("removing items by value: %w", err)
+	}
+	return n, nil
+}
+
+// RemoveAll deletes the list's key range.
+func (s *Store) RemoveAll(_ context.Context, l store.List) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	p := partition(l)
+	if err := s.db.DeleteRange(p, successor(p), pebble.Sync); err != nil {
+		return fmt.Errorf("removing all list items: %w", err)
+	}
+	return nil
+}
+
+// ItemTTL reports the seconds an item has left (for tests).
+func (s *Store) ItemTTL(_ context.Context, l store.List, itemKey string) (time.Duration, error) {
+	v, closer, err := s.db.Get(append(partition(l), itemKey...))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, fmt.Errorf("item %s: %w", itemKey, store.ErrNotFound)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	left := expiryOf(v) - s.now().Unix()
+	if left <= 0 {
+		return 0, fmt.Errorf("item %s: %w", itemKey, store.ErrNotFound)
+	}
+	return time.Duration(left) * time.Second, nil
+}
+
+func (s *Store) sweepLoop(every time.Duration) {
+	defer s.done.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			_, _ = s.Sweep()
+		}
+	}
+}
+
+// Sweep deletes expired items and returns how many it reclaimed.
+func (s *Store) Sweep() (int, error) {
+	now := uint64(s.now().Unix())
+	upper := binary.BigEndian.AppendUint64([]byte{expiryPrefix}, now+1)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{expiryPrefix}, UpperBound: upper})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	b := s.db.NewBatch()
+	defer b.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		expiry, itemKey := binary.BigEndian.Uint64(k[1:9]), k[9:]
+		v, closer, err := s.db.Get(itemKey)
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+		case err != nil:
+			return n, err
+		default:
+			// An item re-added since has a later expiry and its own entry.
+			if uint64(expiryOf(v)) == expiry {
+				if err := b.Delete(itemKey, nil); err != nil {
+					closer.Close()
+					return n, err
+				}
+				n++
+			}
+			closer.Close()
+		}
+		if err := b.Delete(k, nil); err != nil {
+			return n, err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return n, err
+	}
+	return n, b.Commit(pebble.NoSync)
+}
+
+// featureRecord is a feature as stored, with its deletion marks.
+type featureRecord struct {
+	ValueType     store.ValueType `json:"valueType"`
+	TTLSeconds    int64           `json:"ttlSeconds"`
+	Description   string          `json:"description,omitempty"`
+	CreatedAt     time.Time       `json:"createdAt"`
+	DeletedAt     time.Time       `json:"deletedAt,omitzero"`
+	RecreateAfter time.Time       `json:"recreateAfter,omitzero"`
+}
+
+func featureKey(entityType, name, version string) []byte {
+	k := []byte{featurePrefix}
+	k = append(k, entityType...)
+	k = append(append(k, 0), name...)
+	return append(append(k, 0), version...)
+}
+
+func (s *Store) readFeature(k []byte) (featureRecord, bool, error) {
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return featureRecord{}, false, nil
+	}
+	if err != nil {
+		return featureRecord{}, false, err
+	}
+	defer closer.Close()
+	var rec featureRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return featureRecord{}, false, fmt.Errorf("feature record %q: %w", k, err)
+	}
+	return rec, true, nil
+}
+
+func (s *Store) writeFeature(k []byte, rec featureRecord) error {
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return s.db.Set(k, v, pebble.Sync)
+}
+
+// CreateFeature stores a new feature, or revives a deleted one once its
+// items have all expired.
+func (s *Store) CreateFeature(_ context.Context, f store.Feature) (store.Feature, error) {
+	now := s.now()
+	if err := f.Validate(now, s.ExpiryCap()); err != nil {
+		return store.Feature{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := featureKey(f.EntityType, f.Name, f.Version)
+	old, exists, err := s.readFeature(k)
+	if err != nil {
+		return store.Feature{}, err
+	}
+	if exists && old.DeletedAt.IsZero() {
+		return store.Feature{}, store.FeatureExists(f.Key())
+	}
+	if exists && now.Before(old.RecreateAfter) {
+		return store.Feature{}, store.RecreateTooSoon(f.Key(), old.DeletedAt, old.RecreateAfter)
+	}
+	f.CreatedAt = now.Truncate(time.Millisecond).UTC()
+	rec := featureRecord{ValueType: f.ValueType, TTLSeconds: int64(f.TTL / time.Second), Description: f.Description, CreatedAt: f.CreatedAt}
+	if err := s.writeFeature(k, rec); err != nil {
+		return store.Feature{}, fmt.Errorf("creating feature %s: %w", f.Key(), err)
+	}
+	return f, nil
+}
+
+// Features lists the live features, of one entity type or of all.
+func (s *Store) Features(_ context.Context, entityType string) ([]store.Feature, error) {
+	prefix := []byte{featurePrefix}
+	if entityType != "" {
+		if err := keys.ValidateName("entity type", entityType); err != nil {
+			return nil, err
+		}
+		prefix = append(append(prefix, entityType...), 0)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: successor(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []store.Feature
+	for ok := it.First(); ok; ok = it.Next() {
+		parts := bytes.SplitN(it.Key()[1:], []byte{0}, 3)
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("feature key %q: malformed", it.Key())
+		}
+		var rec featureRecord
+		if err := json.Unmarshal(it.Value(), &rec); err != nil {
+			return nil, fmt.Errorf("feature record %q: %w", it.Key(), err)
+		}
+		if !rec.DeletedAt.IsZero() {
+			continue
+		}
+		out = append(out, store.Feature{
+			EntityType: string(parts[0]), Name: string(parts[1]), Version: string(parts[2]),
+			ValueType: rec.ValueType, TTL: time.Duration(rec.TTLSeconds) * time.Second,
+			Description: rec.Description, CreatedAt: rec.CreatedAt,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out, it.Error()
+}
+
+// DeleteFeature marks one version deleted; its items are left to expire.
+func (s *Store) DeleteFeature(_ context.Context, entityType, name, version string) (bool, error) {
+	if err := keys.ValidateFeature(entityType, name, version); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := featureKey(entityType, name, version)
+	rec, exists, err := s.readFeature(k)
+	if err != nil || !exists || !rec.DeletedAt.IsZero() {
+		return false, err
+	}
+	now := s.now().Truncate(time.Millisecond).UTC()
+	rec.DeletedAt = now
+	rec.RecreateAfter = keys.RecreateAfter(now, time.Duration(rec.TTLSeconds)*time.Second)
+	if err := s.writeFeature(k, rec); err != nil {
+		return false, fmt.Errorf("deleting feature %s: %w", keys.FeatureKey(entityType, name, version), err)
+	}
+	return true, nil
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
