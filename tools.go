@@ -2,3 +2,7 @@
 
 // Package tools pins the versions of the project's code generators.
 package tools
+
+import (
+	_ "github.com/99designs/gqlgen"
+)

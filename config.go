@@ -1,0 +1,131 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/store/cql"
+)
+
+// config is every setting, read once at start-up from flags and from
+// LISTGATE_* environment variables (a flag wins over its variable).
+type config struct {
+	Listen  string
+	DataDir string
+
+	CQLHosts            []string
+	CQLKeyspace         string
+	CQLLocalDC          string
+	CQLUsername         string
+	CQLPassword         string
+	CQLReadConsistency  gocql.Consistency
+	CQLWriteConsistency gocql.Consistency
+	CQLTimeout          time.Duration
+	CQLConnections      int
+	CQLRemoveStrategy   cql.RemoveStrategy
+	Migrate             bool
+	CQLReplication      string
+	FeatureRefresh      time.Duration
+	Loader              graph.LoaderConfig
+	Limits              graph.Limits
+	Introspection       bool
+	ShutdownTimeout     time.Duration
+}
+
+// envName is the environment variable of a flag: --cql-hosts is
+// LISTGATE_CQL_HOSTS.
+func envName(flagName string) string {
+	return "LISTGATE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("listgate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
+	fs.StringVar(&c.DataDir, "data-dir", "./data", "folder of the embedded store, used when no CQL hosts are set")
+	hosts := fs.String("cql-hosts", "", "ScyllaDB or Cassandra contact points, comma separated (host or host:port); empty runs the embedded store")
+	fs.StringVar(&c.CQLKeyspace, "cql-keyspace", "listgate", "keyspace of the list tables")
+	fs.StringVar(&c.CQLLocalDC, "cql-local-dc", "", "local data centre for DC-aware routing (empty: all hosts)")
+	fs.StringVar(&c.CQLUsername, "cql-username", "", "CQL user name")
+	fs.StringVar(&c.CQLPassword, "cql-password", "", "CQL password (prefer the environment variable)")
+	readCL := fs.String("cql-read-consistency", "LOCAL_QUORUM", "consistency level of reads")
+	writeCL := fs.String("cql-write-consistency", "LOCAL_QUORUM", "consistency level of writes")
+	fs.DurationVar(&c.CQLTimeout, "cql-timeout", 2*time.Second, "timeout of one CQL statement attempt")
+	fs.IntVar(&c.CQLConnections, "cql-connections", 2, "connections per host (per shard on ScyllaDB)")
+	strategy := fs.String("cql-remove-strategy", string(cql.RemoveByScan), "how removeListItemsWithValue finds items: scan (item keys) or index (secondary index on value)")
+	fs.BoolVar(&c.Migrate, "migrate", false, "create the keyspace, tables and indexes that are missing, then serve")
+	fs.StringVar(&c.CQLReplication, "cql-replication", cql.DefaultSchema().Replication, "keyspace replication map used by --migrate")
+	fs.DurationVar(&c.FeatureRefresh, "feature-refresh", 10*time.Second, "how often the feature catalog is reloaded")
+	fs.DurationVar(&c.Loader.Wait, "loader-wait", graph.DefaultLoaderConfig.Wait, "how long the list loader gathers keys before a batch runs")
+	fs.IntVar(&c.Loader.MaxBatch, "loader-max-batch", graph.DefaultLoaderConfig.MaxBatch, "keys that make the list loader run a batch at once")
+	fs.IntVar(&c.Loader.Concurrency, "loader-concurrency", graph.DefaultLoaderConfig.Concurrency, "queries one loader batch runs at once")
+	fs.IntVar(&c.Limits.MaxListLimit, "max-list-limit", graph.DefaultLimits.MaxListLimit, "largest limit of one list")
+	fs.IntVar(&c.Limits.MaxEntities, "max-entities", graph.DefaultLimits.MaxEntities, "most entity ids in one entities query")
+	fs.BoolVar(&c.Introspection, "introspection", true, "answer GraphQL introspection queries")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long in-flight requests may finish after SIGINT or SIGTERM")
+
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := getenv(envName(f.Name)); v != "" && !set[f.Name] && envErr == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+
+	for _, h := range strings.Split(*hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			c.CQLHosts = append(c.CQLHosts, h)
+		}
+	}
+	var err error
+	if c.CQLReadConsistency, err = parseConsistency(*readCL); err != nil {
+		return c, fmt.Errorf("--cql-read-consistency: %w", err)
+	}
+	if c.CQLWriteConsistency, err = parseConsistency(*writeCL); err != nil {
+		return c, fmt.Errorf("--cql-write-consistency: %w", err)
+	}
+	c.CQLRemoveStrategy = cql.RemoveStrategy(*strategy)
+	switch {
+	case c.CQLRemoveStrategy != cql.RemoveByScan && c.CQLRemoveStrategy != cql.RemoveByIndex:
+		return c, fmt.Errorf("--cql-remove-strategy %q: must be scan or index", *strategy)
+	case c.FeatureRefresh <= 0 || c.FeatureRefresh > features.MaxRefreshInterval:
+		return c, fmt.Errorf("--feature-refresh %v: must be above 0 and at most %v, so deleted features stay deleted on every replica", c.FeatureRefresh, features.MaxRefreshInterval)
+	case c.Loader.Wait < 0 || c.Loader.MaxBatch < 1 || c.Loader.Concurrency < 1:
+		return c, fmt.Errorf("loader settings: wait must be 0 or more, max batch and concurrency 1 or more")
+	case c.Limits.MaxListLimit < 1 || c.Limits.MaxListLimit > 10_000:
+		return c, fmt.Errorf("--max-list-limit %d: must be from 1 to 10000", c.Limits.MaxListLimit)
+	case c.Limits.MaxEntities < 1:
+		return c, fmt.Errorf("--max-entities %d: must be 1 or more", c.Limits.MaxEntities)
+	case c.CQLConnections < 1 || c.CQLTimeout <= 0:
+		return c, fmt.Errorf("--cql-connections must be 1 or more and --cql-timeout above 0")
+	}
+	return c, nil
+}
+
+func parseConsistency(s string) (gocql.Consistency, error) {
+	var c gocql.Consistency
+	if err := c.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
+		return 0, fmt.Errorf("%q is not a consistency level (ONE, LOCAL_ONE, QUORUM, LOCAL_QUORUM, EACH_QUORUM, ALL)", s)
+	}
+	return c, nil
+}

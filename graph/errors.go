@@ -1,0 +1,84 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/listgate/listgate/store"
+)
+
+// Error codes a client sees in extensions.code.
+const (
+	CodeBadUserInput    = "BAD_USER_INPUT"
+	CodeNotFound        = "NOT_FOUND"
+	CodeUnauthenticated = "UNAUTHENTICATED"
+	CodeForbidden       = "FORBIDDEN"
+	CodeUnavailable     = "UNAVAILABLE"
+	CodeInternal        = "INTERNAL"
+)
+
+// errorPresenter is the one place that decides what a client sees of an
+// error: a code from the fixed set and a message a person can act on. Store
+// and driver details stay in the log.
+func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
+		message := gqlErr.Message
+		code := classify(err)
+		switch code {
+		case "":
+			// Parse and validation errors, and arguments gqlgen could not
+			// coerce: the request is at fault.
+			code = CodeBadUserInput
+			if c, _ := gqlErr.Extensions["code"].(string); c == "PERSISTED_QUERY_NOT_FOUND" {
+				code = c // automatic persisted query clients rely on this code
+			}
+		case CodeUnavailable:
+			message = "the list store did not answer in time; retry later"
+			if errors.Is(err, context.Canceled) {
+				message = "the request was cancelled"
+			}
+		case CodeInternal:
+			log.ErrorContext(ctx, "internal error", "path", gqlErr.Path.String(), "err", err)
+			message = "internal error"
+		}
+		return &gqlerror.Error{
+			Message:    message,
+			Path:       gqlErr.Path,
+			Locations:  gqlErr.Locations,
+			Extensions: map[string]any{"code": code},
+		}
+	}
+}
+
+// classify maps an error to its code; "" for errors gqlgen raised itself.
+func classify(err error) string {
+	switch {
+	case errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrConflict):
+		return CodeBadUserInput
+	case errors.Is(err, store.ErrNotFound):
+		return CodeNotFound
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return CodeUnavailable
+	}
+	var gqlErr *gqlerror.Error
+	if errors.As(err, &gqlErr) && gqlErr.Unwrap() == nil {
+		return ""
+	}
+	return CodeInternal
+}
+
+// recoverPanic turns a panic in a resolver into an INTERNAL error, logged
+// with its stack.
+func recoverPanic(log *slog.Logger) graphql.RecoverFunc {
+	return func(ctx context.Context, p any) error {
+		log.ErrorContext(ctx, "panic in resolver", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		return errors.New("panic")
+	}
+}

@@ -1,0 +1,76 @@
+// Package model holds the GraphQL types: the plain structs bound by hand in
+// gqlgen.yml (kept free of field resolvers, so the items path stays cheap)
+// and, in models_gen.go, the ones gqlgen generates.
+package model
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/values"
+)
+
+// Time is the Time scalar: nanoseconds since the Unix epoch, written as
+// RFC 3339 with nanoseconds in UTC.
+type Time int64
+
+// TimeOf converts a time.Time.
+func TimeOf(t time.Time) Time { return Time(t.UnixNano()) }
+
+// Earliest and latest instants a Time holds (nanoseconds in an int64).
+var (
+	minTime = time.Unix(0, -1<<63).UTC()
+	maxTime = time.Unix(0, 1<<63-1).UTC()
+)
+
+// MarshalGQL writes the time as a JSON string.
+func (t Time) MarshalGQL(w io.Writer) {
+	var buf [40]byte
+	b := append(buf[:0], '"')
+	b = time.Unix(0, int64(t)).UTC().AppendFormat(b, time.RFC3339Nano)
+	w.Write(append(b, '"'))
+}
+
+// UnmarshalGQL reads an RFC 3339 string.
+func (t *Time) UnmarshalGQL(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("%w Time: must be an RFC 3339 string such as \"2024-08-29T16:44:05.43Z\"", store.ErrInvalid)
+	}
+	parsed, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("%w Time %s: not an RFC 3339 date-time such as \"2024-08-29T16:44:05.43Z\"", store.ErrInvalid, strconv.Quote(s))
+	}
+	if parsed.Before(minTime) || parsed.After(maxTime) {
+		return fmt.Errorf("%w Time %s: out of range (%s to %s)", store.ErrInvalid, strconv.Quote(s), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+	}
+	*t = Time(parsed.UnixNano())
+	return nil
+}
+
+// ListItem is one item of a list.
+type ListItem struct {
+	Value     values.Value
+	Timestamp Time
+	ExpiresAt Time
+	Cursor    string
+}
+
+// ListPage is a page of a list, newest first.
+type ListPage struct {
+	Items     []ListItem
+	HasMore   bool
+	EndCursor *string
+}
+
+// Entity is an entity of some type.
+type Entity struct {
+	Type     string
+	EntityID string
+}
+
+// ID is the entity's global id, "$type:$entityId".
+func (e Entity) ID() string { return e.Type + ":" + e.EntityID }

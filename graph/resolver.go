@@ -1,0 +1,69 @@
+// Package graph is the GraphQL gateway: thin resolvers over the feature
+// catalog and the list store, per-request dataloaders, and the error
+// presenter. The executable schema is generated into graph/exec.
+package graph
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/graph/exec"
+	"github.com/listgate/listgate/store"
+)
+
+// Limits bound what one request may ask for.
+type Limits struct {
+	MaxListLimit int // largest `limit` of one list
+	MaxEntities  int // most entity ids in one `entities`
+}
+
+// DefaultLimits are safe defaults.
+var DefaultLimits = Limits{MaxListLimit: 1000, MaxEntities: 1000}
+
+// Config is what the gateway is built from.
+type Config struct {
+	Store         store.Store
+	Catalog       *features.Catalog
+	Loader        LoaderConfig
+	Limits        Limits
+	Introspection bool
+	Log           *slog.Logger
+	// Now is the clock for default item timestamps; time.Now when nil.
+	Now func() time.Time
+}
+
+// Resolver is the root resolver.
+type Resolver struct {
+	store   store.Store
+	catalog *features.Catalog
+	limits  Limits
+	now     func() time.Time
+}
+
+// NewHandler returns the GraphQL endpoint: POST and GET, with a parsed-query
+// cache, automatic persisted queries and per-request loaders.
+func NewHandler(cfg Config) http.Handler {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	r := &Resolver{store: cfg.Store, catalog: cfg.Catalog, limits: cfg.Limits, now: cfg.Now}
+	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r}))
+	srv.AddTransport(transport.GET{})
+	srv.AddTransport(transport.POST{})
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	if cfg.Introspection {
+		srv.Use(extension.Introspection{})
+	}
+	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](1000)})
+	srv.SetErrorPresenter(errorPresenter(cfg.Log))
+	srv.SetRecoverFunc(recoverPanic(cfg.Log))
+	return withLoaders(cfg.Store, cfg.Loader)(srv)
+}

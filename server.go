@@ -1,0 +1,145 @@
+// Command listgate is a GraphQL gateway for the list features of a feature
+// store on ScyllaDB or Cassandra, or, with no cluster configured, on an
+// embedded Pebble store.
+package main
+
+//go:generate go run github.com/99designs/gqlgen generate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/playground"
+
+	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/cql"
+	"github.com/listgate/listgate/store/embedded"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "listgate:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	catalog, err := features.New(ctx, st, log)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go catalog.Run(ctx, cfg.FeatureRefresh)
+
+	gql := graph.NewHandler(graph.Config{
+		Store: st, Catalog: catalog, Loader: cfg.Loader, Limits: cfg.Limits,
+		Introspection: cfg.Introspection, Log: log,
+	})
+	srv := &http.Server{
+		Handler:           newServer(gql, st),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "listgate serving http://%s (playground at /, GraphQL at /graphql)\n", ln.Addr())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancelShutdown()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// openStore opens the CQL store when hosts are configured (migrating the
+// schema if asked), else the embedded store in the data folder.
+func openStore(ctx context.Context, cfg config) (store.Store, error) {
+	if len(cfg.CQLHosts) == 0 {
+		return embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute})
+	}
+	c := cql.DefaultConfig()
+	c.Hosts = cfg.CQLHosts
+	c.Keyspace = cfg.CQLKeyspace
+	c.LocalDC = cfg.CQLLocalDC
+	c.Username, c.Password = cfg.CQLUsername, cfg.CQLPassword
+	c.ReadConsistency, c.WriteConsistency = cfg.CQLReadConsistency, cfg.CQLWriteConsistency
+	c.Timeout = cfg.CQLTimeout
+	c.NumConns = cfg.CQLConnections
+	c.RemoveStrategy = cfg.CQLRemoveStrategy
+	s, err := cql.Open(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Migrate {
+		sc := cql.DefaultSchema()
+		sc.Replication = cfg.CQLReplication
+		if err := s.Migrate(ctx, sc); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if err := s.Ready(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newServer lists every route.
+func newServer(gql http.Handler, st store.Store) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/graphql", gql)
+	mux.Handle("GET /{$}", playground.Handler("listgate", "/graphql"))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := st.Ready(ctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	return mux
+}
