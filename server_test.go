@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/listgate/listgate/internal/cqltest"
+)
+
+// lineWriter hands run's first output line (its address) to the test.
+type lineWriter struct {
+	once sync.Once
+	addr chan string
+}
+
+var servingRE = regexp.MustCompile(`serving (http://\S+)`)
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	if m := servingRE.FindSubmatch(p); m != nil {
+		w.once.Do(func() { w.addr <- string(m[1]) })
+	}
+	return len(p), nil
+}
+
+// start calls run as main would and waits until /healthz answers.
+func start(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &lineWriter{addr: make(chan string, 1)}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), func(string) string { return "" }, out, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run returned %v after shutdown", err)
+		}
+	})
+	var base string
+	select {
+	case base = <-out.addr:
+	case err := <-done:
+		t.Fatalf("run ended before serving: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("run did not start serving within a minute")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get(base + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/healthz did not answer")
+		}
+	}
+}
+
+func post(t *testing.T, base, accept, query string) (*http.Response, map[string]any) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"query": query})
+	req, _ := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return resp, out
+}
+
+// The walkthrough of the README, over HTTP, against a server started by run.
+func walkthrough(t *testing.T, base, entityType string) {
+	resp, out := post(t, base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "reading_history", valueType: STRING, ttlSeconds: 2592000}) { key } }`, entityType))
+	if resp.StatusCode != http.StatusOK || out["errors"] != nil {
+		t.Fatalf("create: %d %v", resp.StatusCode, out)
+	}
+	_, out = post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: %q, entityId: "u1", feature: "reading_history"},
+		items: [{value: "story1", timestamp: "2026-11-01T10:00:00Z"}, {value: "story2", timestamp: "2026-11-01T11:00:00Z"}]) { added } }`, entityType))
+	if fmt.Sprint(out["data"]) != "map[addListItems:map[added:2]]" {
+		t.Fatalf("add: %v", out)
+	}
+	query := fmt.Sprintf(`{ entity(type: %q, entityId: "u1") { id list(feature: "reading_history", limit: 1) { items { value timestamp } hasMore } } }`, entityType)
+	want := fmt.Sprintf("map[entity:map[id:%s:u1 list:map[hasMore:true items:[map[timestamp:2026-11-01T11:00:00Z value:story2]]]]]", entityType)
+
+	resp, out = post(t, base, "application/graphql-response+json", query)
+	if got := resp.Header.Get("Content-Type"); got != "application/graphql-response+json" {
+		t.Fatalf("Content-Type %q for Accept: application/graphql-response+json", got)
+	}
+	if fmt.Sprint(out["data"]) != want {
+		t.Fatalf("read: %v", out)
+	}
+	resp, err := http.Get(base + "/graphql?query=" + url.QueryEscape(query))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || fmt.Sprint(out["data"]) != want {
+		t.Fatalf("GET: %v %v", out, err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("GET without Accept: Content-Type %q", ct)
+	}
+}
+
+func TestRunEmbedded(t *testing.T) {
+	base := start(t, "--data-dir", t.TempDir())
+	walkthrough(t, base, "user")
+
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "/graphql") {
+		t.Fatalf("playground: %d %.200s", resp.StatusCode, page)
+	}
+	resp, err = http.Get(base + "/readyz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+func TestRunCassandraWithMigrate(t *testing.T) {
+	keyspace := fmt.Sprintf("listgate_run_%d", os.Getpid())
+	base := start(t, "--cql-hosts", strings.Join(cqltest.Hosts(t), ","), "--cql-keyspace", keyspace, "--migrate", "--cql-timeout", "10s")
+	walkthrough(t, base, "user")
+}
+
+func TestConfigFromFlagsAndEnvironment(t *testing.T) {
+	env := map[string]string{"LISTGATE_CQL_HOSTS": "10.0.0.1, 10.0.0.2:9043", "LISTGATE_LOADER_WAIT": "2ms", "LISTGATE_LISTEN": "0.0.0.0:1"}
+	c, err := parseConfig([]string{"--listen", "127.0.0.1:9999"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(c.CQLHosts) != "[10.0.0.1 10.0.0.2:9043]" || c.Loader.Wait != 2*time.Millisecond || c.Listen != "127.0.0.1:9999" {
+		t.Fatalf("config %+v", c)
+	}
+	for _, bad := range [][]string{
+		{"--cql-read-consistency", "MOST"},
+		{"--cql-remove-strategy", "guess"},
+		{"--feature-refresh", "10m"},
+		{"--max-list-limit", "0"},
+		{"stray"},
+	} {
+		if _, err := parseConfig(bad, func(string) string { return "" }, io.Discard); err == nil {
+			t.Errorf("parseConfig(%v) accepted", bad)
+		}
+	}
+	if _, err := parseConfig(nil, func(k string) string { return map[string]string{"LISTGATE_CQL_TIMEOUT": "soon"}[k] }, io.Discard); err == nil || !strings.Contains(err.Error(), "LISTGATE_CQL_TIMEOUT") {
+		t.Errorf("a bad environment variable: err = %v", err)
+	}
+}
+
+// The README's walkthrough works as written: every GraphQL block of it, in
+// order, against a fresh server, without an error, and the cursor it pastes
+// is the one the page before returned.
+func TestReadmeWalkthrough(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)
+	section = section[strings.Index(section, "## Walkthrough"):]
+	section = section[:strings.Index(section[3:], "\n## ")+3]
+	blocks := regexp.MustCompile("(?s)```graphql\n(.*?)```").FindAllStringSubmatch(section, -1)
+	if len(blocks) < 5 {
+		t.Fatalf("found %d GraphQL blocks in the walkthrough", len(blocks))
+	}
+	base := start(t, "--data-dir", t.TempDir())
+	var endCursor string
+	for i, b := range blocks {
+		query := b[1]
+		if m := regexp.MustCompile(`after: "([^"]+)"`).FindStringSubmatch(query); m != nil && m[1] != endCursor {
+			t.Fatalf("block %d pastes cursor %s; the page before returned %s", i+1, m[1], endCursor)
+		}
+		_, out := post(t, base, "", query)
+		if out["errors"] != nil || out["data"] == nil {
+			t.Fatalf("block %d:\n%s\nanswered %v", i+1, query, out)
+		}
+		if m := regexp.MustCompile(`endCursor:(\S+?)[\] ]`).FindStringSubmatch(fmt.Sprint(out["data"])); m != nil {
+			endCursor = m[1]
+		}
+	}
+}
