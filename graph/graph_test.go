@@ -140,7 +140,10 @@ func (g *gateway) createFeature(name, valueType string, ttlSeconds int) {
 	}`, map[string]any{"name": name, "vt": valueType, "ttl": ttlSeconds}, nil)
 }
 
-type item struct{ Value any; Timestamp string }
+type item struct {
+	Value     any
+	Timestamp string
+}
 
 func (g *gateway) add(entityID, feature string, items ...item) (added, expired int) {
 	g.t.Helper()
@@ -473,7 +476,12 @@ func TestEntities(t *testing.T) {
 			t.Fatalf("at most %d list read in flight; want concurrent reads", m)
 		}
 
-		var one struct{ Entity struct{ ID string; List listPage } }
+		var one struct {
+			Entity struct {
+				ID   string
+				List listPage
+			}
+		}
 		g.ok(`{ entity(type: "$type", entityId: "u3") { id list(feature: "reading_history") { items { value } } } }`, nil, &one)
 		equal(t, "entity", []any{one.Entity.ID, values(one.Entity.List)}, []any{g.entityType + ":u3", []any{"story-of-u3"}})
 		g.fails(`{ entities(type: "$type", entityIds: ["ok", ""]) { id } }`, nil, "BAD_USER_INPUT", "entityIds[1]")

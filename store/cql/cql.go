@@ -91,9 +91,9 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 type statements struct {
-	selectItems, insertItem, deleteItems, deleteList, selectItemKeys, selectKeysByValue, selectTTL string
-	insertFeature, selectFeature, selectFeatures, selectFeaturesOfType, recreateFeature, deleteFeature  string
-	schemaTables, schemaIndex                                                                         string
+	selectItems, insertItem, deleteItems, deleteList, selectItemKeys, selectKeysByValue, selectTTL     string
+	insertFeature, selectFeature, selectFeatures, selectFeaturesOfType, recreateFeature, deleteFeature string
+	schemaTables, schemaIndex                                                                          string
 }
 
 func newStatements(ks string) statements {
