@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 
@@ -36,6 +37,9 @@ type config struct {
 	Loader              graph.LoaderConfig
 	Limits              graph.Limits
 	Introspection       bool
+	Playground          bool
+	CORSOrigins         []string
+	CORSCredentials     bool
 	ShutdownTimeout     time.Duration
 }
 
@@ -70,6 +74,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.Limits.MaxListLimit, "max-list-limit", graph.DefaultLimits.MaxListLimit, "largest limit of one list")
 	fs.IntVar(&c.Limits.MaxEntities, "max-entities", graph.DefaultLimits.MaxEntities, "most entity ids in one entities query")
 	fs.BoolVar(&c.Introspection, "introspection", true, "answer GraphQL introspection queries")
+	fs.BoolVar(&c.Playground, "playground", true, "serve GraphQL Playground (GraphiQL) at /")
+	origins := fs.String("cors-origins", "", "browser origins allowed to call /graphql, comma separated (e.g. https://app.example.com); * allows any")
+	fs.BoolVar(&c.CORSCredentials, "cors-allow-credentials", false, "let allowed origins send cookies and HTTP auth (never with *)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long in-flight requests may finish after SIGINT or SIGTERM")
 
 	if err := fs.Parse(args); err != nil {
@@ -96,6 +103,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		if h = strings.TrimSpace(h); h != "" {
 			c.CQLHosts = append(c.CQLHosts, h)
 		}
+	}
+	for _, o := range strings.Split(*origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.CORSOrigins = append(c.CORSOrigins, o)
+		}
+	}
+	if err := checkOrigins(c.CORSOrigins, c.CORSCredentials); err != nil {
+		return c, err
 	}
 	var err error
 	if c.CQLReadConsistency, err = parseConsistency(*readCL); err != nil {
@@ -128,4 +143,22 @@ func parseConsistency(s string) (gocql.Consistency, error) {
 		return 0, fmt.Errorf("%q is not a consistency level (ONE, LOCAL_ONE, QUORUM, LOCAL_QUORUM, EACH_QUORUM, ALL)", s)
 	}
 	return c, nil
+}
+
+// checkOrigins accepts "*" alone and without credentials, or origins of the
+// form scheme://host[:port].
+func checkOrigins(origins []string, credentials bool) error {
+	for _, o := range origins {
+		if o == "*" {
+			if len(origins) > 1 || credentials {
+				return fmt.Errorf("--cors-origins: * must stand alone and cannot go with --cors-allow-credentials")
+			}
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return fmt.Errorf("--cors-origins: %q is not an origin such as https://app.example.com", o)
+		}
+	}
+	return nil
 }

@@ -18,10 +18,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/rs/cors"
 
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/playground"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
 	"github.com/listgate/listgate/store/embedded"
@@ -62,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Introspection: cfg.Introspection, Log: log,
 	})
 	srv := &http.Server{
-		Handler:           newServer(gql, st),
+		Handler:           newServer(cfg, gql, st),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
@@ -125,10 +126,15 @@ func openStore(ctx context.Context, cfg config) (store.Store, error) {
 }
 
 // newServer lists every route.
-func newServer(gql http.Handler, st store.Store) http.Handler {
+func newServer(cfg config, gql http.Handler, st store.Store) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", gql)
-	mux.Handle("GET /{$}", playground.Handler("listgate", "/graphql"))
+	mux.Handle("/graphql", withCORS(cfg, gql))
+	if cfg.Playground {
+		page := playground.Handler()
+		mux.Handle("GET /{$}", page)
+		mux.Handle("GET /playground/", page)
+		mux.Handle("GET /favicon.ico", page)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
@@ -142,4 +148,20 @@ func newServer(gql http.Handler, st store.Store) http.Handler {
 		io.WriteString(w, "ok\n")
 	})
 	return mux
+}
+
+// withCORS lets the configured browser origins call the endpoint, and
+// answers their preflights; with no origins configured it adds nothing.
+func withCORS(cfg config, next http.Handler) http.Handler {
+	if len(cfg.CORSOrigins) == 0 {
+		return next
+	}
+	return cors.New(cors.Options{
+		AllowedOrigins:   cfg.CORSOrigins,
+		AllowedMethods:   []string{http.MethodGet, http.MethodPost},
+		AllowedHeaders:   []string{"Content-Type", "Authorization", "Accept", "X-Request-Id"},
+		ExposedHeaders:   []string{"X-Request-Id"},
+		AllowCredentials: cfg.CORSCredentials,
+		MaxAge:           600, // seconds a browser may cache a preflight
+	}).Handler(next)
 }
