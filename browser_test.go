@@ -20,7 +20,7 @@ import (
 )
 
 // browser starts a headless Chromium (Debian's, installed by .ci/run) with
-// a fresh profile. Every request to anything but loopback goes to a proxy
+// a fresh profile (a temporary folder chromedp makes and removes). Every request to anything but loopback goes to a proxy
 // that does not exist, so the page sees a closed network.
 func browser(t *testing.T) context.Context {
 	t.Helper()
@@ -38,7 +38,6 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
 		chromedp.ProxyServer("http://127.0.0.1:9"),
 		chromedp.WindowSize(1400, 900),
 	)

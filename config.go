@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -41,6 +42,9 @@ type config struct {
 	CORSOrigins         []string
 	CORSCredentials     bool
 	ShutdownTimeout     time.Duration
+	LogFormat           string
+	LogLevel            slog.Level
+	SlowQuery           time.Duration
 }
 
 // envName is the environment variable of a flag: --cql-hosts is
@@ -78,6 +82,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	origins := fs.String("cors-origins", "", "browser origins allowed to call /graphql, comma separated (e.g. https://app.example.com); * allows any")
 	fs.BoolVar(&c.CORSCredentials, "cors-allow-credentials", false, "let allowed origins send cookies and HTTP auth (never with *)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long in-flight requests may finish after SIGINT or SIGTERM")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log lines as text or json")
+	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "least severe level logged: debug, info (a line per GraphQL request), warn or error")
+	fs.DurationVar(&c.SlowQuery, "slow-query", 250*time.Millisecond, "log CQL statements slower than this (0: never)")
 
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -131,6 +138,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("--max-list-limit %d: must be from 1 to 10000", c.Limits.MaxListLimit)
 	case c.Limits.MaxEntities < 1:
 		return c, fmt.Errorf("--max-entities %d: must be 1 or more", c.Limits.MaxEntities)
+	case c.LogFormat != "text" && c.LogFormat != "json":
+		return c, fmt.Errorf("--log-format %q: must be text or json", c.LogFormat)
 	case c.CQLConnections < 1 || c.CQLTimeout <= 0:
 		return c, fmt.Errorf("--cql-connections must be 1 or more and --cql-timeout above 0")
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rs/cors"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
@@ -26,6 +27,7 @@ import (
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
 	"github.com/listgate/listgate/store/embedded"
+	"github.com/listgate/listgate/telemetry"
 )
 
 func main() {
@@ -43,29 +45,51 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	tel, err := telemetry.Setup(ctx, getenv, telemetry.Options{})
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, tel, telemetry.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel), stdout)
+}
 
-	st, err := openStore(ctx, cfg)
+// serve runs the gateway until ctx ends. Then it stops accepting
+// connections, lets in-flight requests finish (up to the shutdown timeout),
+// flushes telemetry and closes the store.
+func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger, stdout io.Writer) (err error) {
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		err = errors.Join(err, tel.Shutdown(flushCtx))
+	}()
+	st, err := openStore(ctx, cfg, tel, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	catalog, err := features.New(ctx, st, log)
+	if st, err = store.Instrument(st, tel.MeterProvider); err != nil {
+		return err
+	}
+	catalog, err := features.New(ctx, st, log, tel.MeterProvider)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go catalog.Run(ctx, cfg.FeatureRefresh)
+	catalogCtx, stopCatalog := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCatalog()
+	go catalog.Run(catalogCtx, cfg.FeatureRefresh)
 
-	gql := graph.NewHandler(graph.Config{
+	gql, err := graph.NewHandler(graph.Config{
 		Store: st, Catalog: catalog, Loader: cfg.Loader, Limits: cfg.Limits,
 		Introspection: cfg.Introspection, Log: log,
+		TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider,
 	})
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{
-		Handler:           newServer(cfg, gql, st),
+		Handler:           newServer(cfg, gql, st, tel),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -80,6 +104,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	case <-ctx.Done():
 	}
+	log.Info("shutting down: finishing in-flight requests", "timeout", cfg.ShutdownTimeout)
 	shutdownCtx, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancelShutdown()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
@@ -93,7 +118,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // openStore opens the CQL store when hosts are configured (migrating the
 // schema if asked), else the embedded store in the data folder.
-func openStore(ctx context.Context, cfg config) (store.Store, error) {
+func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger) (store.Store, error) {
 	if len(cfg.CQLHosts) == 0 {
 		return embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute})
 	}
@@ -106,6 +131,8 @@ func openStore(ctx context.Context, cfg config) (store.Store, error) {
 	c.Timeout = cfg.CQLTimeout
 	c.NumConns = cfg.CQLConnections
 	c.RemoveStrategy = cfg.CQLRemoveStrategy
+	c.TracerProvider, c.MeterProvider = tel.TracerProvider, tel.MeterProvider
+	c.SlowQuery, c.Log = cfg.SlowQuery, log
 	s, err := cql.Open(ctx, c)
 	if err != nil {
 		return nil, err
@@ -126,9 +153,10 @@ func openStore(ctx context.Context, cfg config) (store.Store, error) {
 }
 
 // newServer lists every route.
-func newServer(cfg config, gql http.Handler, st store.Store) http.Handler {
+func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Telemetry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", withCORS(cfg, gql))
+	mux.Handle("GET /metrics", tel.MetricsHandler())
 	if cfg.Playground {
 		page := playground.Handler()
 		mux.Handle("GET /{$}", page)
@@ -147,7 +175,13 @@ func newServer(cfg config, gql http.Handler, st store.Store) http.Handler {
 		}
 		io.WriteString(w, "ok\n")
 	})
-	return mux
+	traced := otelhttp.NewHandler(mux, "listgate",
+		otelhttp.WithTracerProvider(tel.TracerProvider),
+		otelhttp.WithMeterProvider(tel.MeterProvider),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
+		otelhttp.WithFilter(func(r *http.Request) bool { return r.URL.Path == "/graphql" }),
+	)
+	return telemetry.WithRequestID(traced)
 }
 
 // withCORS lets the configured browser origins call the endpoint, and

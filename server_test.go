@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/telemetry"
 )
 
 // lineWriter hands run's first output line (its address) to the test.
@@ -35,11 +36,28 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 // start calls run as main would and waits until /healthz answers.
 func start(t *testing.T, args ...string) string {
 	t.Helper()
+	return startWith(t, telemetry.Options{}, args...)
+}
+
+// startWith is start with telemetry options (a span recorder, say).
+func startWith(t *testing.T, opts telemetry.Options, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &lineWriter{addr: make(chan string, 1)}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), func(string) string { return "" }, out, io.Discard)
+		getenv := func(string) string { return "" }
+		cfg, err := parseConfig(append([]string{"--listen", "127.0.0.1:0"}, args...), getenv, io.Discard)
+		if err != nil {
+			done <- err
+			return
+		}
+		tel, err := telemetry.Setup(ctx, getenv, opts)
+		if err != nil {
+			done <- err
+			return
+		}
+		done <- serve(ctx, cfg, tel, telemetry.NewLogger(io.Discard, "text", 0), out)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -132,7 +150,7 @@ func TestRunEmbedded(t *testing.T) {
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "/graphql") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "graphiql") || resp.Header.Get("Content-Security-Policy") == "" {
 		t.Fatalf("playground: %d %.200s", resp.StatusCode, page)
 	}
 	resp, err = http.Get(base + "/readyz")

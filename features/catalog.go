@@ -13,6 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 )
@@ -28,19 +32,38 @@ type snapshot struct {
 
 // Catalog is the in-memory view of the store's features.
 type Catalog struct {
-	store store.Store
-	snap  atomic.Pointer[snapshot]
-	log   *slog.Logger
+	store     store.Store
+	snap      atomic.Pointer[snapshot]
+	log       *slog.Logger
+	refreshes metric.Int64Counter
 }
 
 // MaxRefreshInterval keeps replicas within the grace that deleted features
 // are given before they may be re-created.
 const MaxRefreshInterval = keys.RecreateGrace / 2
 
-// New loads the features once; Run keeps them fresh.
-func New(ctx context.Context, s store.Store, log *slog.Logger) (*Catalog, error) {
+// New loads the features once; Run keeps them fresh. Its metrics go to mp
+// (none when nil).
+func New(ctx context.Context, s store.Store, log *slog.Logger, mp metric.MeterProvider) (*Catalog, error) {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	meter := mp.Meter("github.com/listgate/listgate/features")
 	c := &Catalog{store: s, log: log}
-	c.snap.Store(&snapshot{byID: map[id]*store.Feature{}})
+	c.snap.Store(&snapshot{byID: map[id]*store.Feature{}, taken: time.Now()})
+	var err error
+	if c.refreshes, err = meter.Int64Counter("listgate.features.refreshes",
+		metric.WithDescription("Reloads of the feature catalog, by outcome.")); err != nil {
+		return nil, err
+	}
+	if _, err = meter.Float64ObservableGauge("listgate.features.age", metric.WithUnit("s"),
+		metric.WithDescription("Age of the feature catalog's snapshot."),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			o.Observe(c.Age().Seconds())
+			return nil
+		})); err != nil {
+		return nil, err
+	}
 	if err := c.Refresh(ctx); err != nil {
 		return nil, err
 	}
@@ -68,8 +91,10 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 	taken := time.Now()
 	fs, err := c.store.Features(ctx, "")
 	if err != nil {
+		c.refreshes.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "error")))
 		return fmt.Errorf("loading features: %w", err)
 	}
+	c.refreshes.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "ok")))
 	s := &snapshot{byID: make(map[id]*store.Feature, len(fs)), all: make([]*store.Feature, len(fs)), taken: taken}
 	for i := range fs {
 		f := &fs[i]

@@ -39,7 +39,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 func TestLookupsDoNotReadTheStore(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
-	c, err := features.New(ctx, s, quiet)
+	c, err := features.New(ctx, s, quiet, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +67,11 @@ func TestReplicasConverge(t *testing.T) {
 	s := newStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a, err := features.New(ctx, s, quiet)
+	a, err := features.New(ctx, s, quiet, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := features.New(ctx, s, quiet)
+	b, err := features.New(ctx, s, quiet, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,9 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			log.ErrorContext(ctx, "internal error", "path", gqlErr.Path.String(), "err", err)
 			message = "internal error"
 		}
+		if ri := requestInfoFrom(ctx); ri != nil {
+			ri.addCode(code)
+		}
 		return &gqlerror.Error{
 			Message:    message,
 			Path:       gqlErr.Path,

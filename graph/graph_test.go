@@ -65,7 +65,7 @@ type gateway struct {
 func newGateway(t *testing.T, s store.Store, cfgs ...func(*graph.Config)) *gateway {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	catalog, err := features.New(context.Background(), s, log)
+	catalog, err := features.New(context.Background(), s, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,11 @@ func newGateway(t *testing.T, s store.Store, cfgs ...func(*graph.Config)) *gatew
 	for _, f := range cfgs {
 		f(&cfg)
 	}
-	return &gateway{t: t, h: graph.NewHandler(cfg), entityType: fmt.Sprintf("e%d_%d", time.Now().UnixNano()%1e9, typeSeq.Add(1))}
+	h, err := graph.NewHandler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &gateway{t: t, h: h, entityType: fmt.Sprintf("e%d_%d", time.Now().UnixNano()%1e9, typeSeq.Add(1))}
 }
 
 type gqlError struct {

@@ -2,11 +2,15 @@ package graph
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/graph-gophers/dataloader/v7"
+	dlotel "github.com/graph-gophers/dataloader/v7/trace/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/listgate/listgate/store"
 )
@@ -36,6 +40,11 @@ type listKey struct {
 	r        store.Range
 }
 
+// String names the key in the batch span's keys.
+func (k listKey) String() string {
+	return fmt.Sprintf("%s/%s min=%d limit=%d after=%q", k.feature.Key(), k.entityID, k.r.MinTimestamp, k.r.Limit, k.r.After)
+}
+
 // loaders holds one request's dataloaders. A request's loads only ever
 // batch with each other, so no request's cancellation reaches another's
 // keys.
@@ -45,49 +54,64 @@ type loaders struct {
 
 type loadersKey struct{}
 
-// withLoaders is middleware that gives every request fresh loaders.
-func withLoaders(s store.Store, cfg LoaderConfig) func(http.Handler) http.Handler {
-	batch := listBatch(s, cfg.Concurrency)
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			l := &loaders{list: dataloader.NewBatchedLoader(batch,
-				dataloader.WithWait[listKey, store.Page](cfg.Wait),
-				dataloader.WithBatchCapacity[listKey, store.Page](cfg.MaxBatch),
-			)}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loadersKey{}, l)))
-		})
-	}
-}
-
 func loadersFor(ctx context.Context) *loaders {
 	return ctx.Value(loadersKey{}).(*loaders)
 }
 
-// listBatch reads each list of a batch with its own single-partition query,
-// at most concurrency at once; never a multi-partition IN. Each key gets its
+// listLoader makes the per-request list loaders.
+type listLoader struct {
+	store     store.Store
+	cfg       LoaderConfig
+	tracer    *dlotel.Tracer[listKey, store.Page]
+	batchSize metric.Int64Histogram
+}
+
+func newListLoader(s store.Store, cfg LoaderConfig, tracer trace.Tracer, meter metric.Meter) (*listLoader, error) {
+	size, err := meter.Int64Histogram("listgate.loader.batch.size",
+		metric.WithDescription("Keys in each batch of the list loader."),
+		metric.WithExplicitBucketBoundaries(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000))
+	if err != nil {
+		return nil, err
+	}
+	return &listLoader{store: s, cfg: cfg, tracer: dlotel.NewTracer[listKey, store.Page](tracer), batchSize: size}, nil
+}
+
+// middleware gives every request fresh loaders.
+func (ll *listLoader) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l := &loaders{list: dataloader.NewBatchedLoader(ll.batch,
+			dataloader.WithWait[listKey, store.Page](ll.cfg.Wait),
+			dataloader.WithBatchCapacity[listKey, store.Page](ll.cfg.MaxBatch),
+			dataloader.WithTracer[listKey, store.Page](ll.tracer),
+		)}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loadersKey{}, l)))
+	})
+}
+
+// batch reads each list of a batch with its own single-partition query, at
+// most Concurrency at once; never a multi-partition IN. Each key gets its
 // own result, so one failing list fails only its field.
-func listBatch(s store.Store, concurrency int) dataloader.BatchFunc[listKey, store.Page] {
-	return func(ctx context.Context, keys []listKey) []*dataloader.Result[store.Page] {
-		results := make([]*dataloader.Result[store.Page], len(keys))
-		read := func(i int) {
-			k := keys[i]
-			p, err := s.Items(ctx, store.List{Feature: k.feature, EntityID: k.entityID}, k.r)
-			results[i] = &dataloader.Result[store.Page]{Data: p, Error: err}
-		}
-		if len(keys) == 1 {
-			read(0)
-			return results
-		}
-		sem := make(chan struct{}, concurrency)
-		var wg sync.WaitGroup
-		for i := range keys {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				read(i)
-			})
-		}
-		wg.Wait()
+func (ll *listLoader) batch(ctx context.Context, keys []listKey) []*dataloader.Result[store.Page] {
+	ll.batchSize.Record(ctx, int64(len(keys)))
+	results := make([]*dataloader.Result[store.Page], len(keys))
+	read := func(i int) {
+		k := keys[i]
+		p, err := ll.store.Items(ctx, store.List{Feature: k.feature, EntityID: k.entityID}, k.r)
+		results[i] = &dataloader.Result[store.Page]{Data: p, Error: err}
+	}
+	if len(keys) == 1 {
+		read(0)
 		return results
 	}
+	sem := make(chan struct{}, ll.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i := range keys {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			read(i)
+		})
+	}
+	wg.Wait()
+	return results
 }

@@ -13,6 +13,10 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/vektah/gqlparser/v2/ast"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph/exec"
@@ -36,6 +40,9 @@ type Config struct {
 	Limits        Limits
 	Introspection bool
 	Log           *slog.Logger
+	// Telemetry; no-op providers when nil.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 	// Now is the clock for default item timestamps; time.Now when nil.
 	Now func() time.Time
 }
@@ -49,10 +56,27 @@ type Resolver struct {
 }
 
 // NewHandler returns the GraphQL endpoint: POST and GET, with a parsed-query
-// cache, automatic persisted queries and per-request loaders.
-func NewHandler(cfg Config) http.Handler {
+// cache, automatic persisted queries, per-request loaders, and a span,
+// metrics and a log line for every request.
+func NewHandler(cfg Config) (http.Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	tracer := cfg.TracerProvider.Tracer("github.com/listgate/listgate/graph")
+	meter := cfg.MeterProvider.Meter("github.com/listgate/listgate/graph")
+	requests, err := newRequestObserver(meter, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	loader, err := newListLoader(cfg.Store, cfg.Loader, tracer, meter)
+	if err != nil {
+		return nil, err
 	}
 	r := &Resolver{store: cfg.Store, catalog: cfg.Catalog, limits: cfg.Limits, now: cfg.Now}
 	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r}))
@@ -63,7 +87,13 @@ func NewHandler(cfg Config) http.Handler {
 		srv.Use(extension.Introspection{})
 	}
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](1000)})
+	srv.Use(operationTracing{tracer})
+	if _, off := cfg.TracerProvider.(tracenoop.TracerProvider); !off {
+		// Every field of every item passes this interceptor; add it only
+		// when spans are recorded.
+		srv.Use(resolverTracing{tracer})
+	}
 	srv.SetErrorPresenter(errorPresenter(cfg.Log))
 	srv.SetRecoverFunc(recoverPanic(cfg.Log))
-	return withLoaders(cfg.Store, cfg.Loader)(srv)
+	return requests.wrap(loader.middleware(srv)), nil
 }

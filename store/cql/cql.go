@@ -10,11 +10,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
 
 	"github.com/gocql/gocql"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
@@ -52,11 +57,12 @@ type Config struct {
 	RemoveStrategy RemoveStrategy
 	Limits         store.Limits
 
-	// Observer, if set, sees every statement and batch (for telemetry).
-	Observer interface {
-		gocql.QueryObserver
-		gocql.BatchObserver
-	}
+	// Telemetry: a span and a latency sample per statement attempt, and a
+	// log line for statements slower than SlowQuery (0: none).
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	SlowQuery      time.Duration
+	Log            *slog.Logger
 	// Now is the clock used for TTLs; time.Now when nil.
 	Now func() time.Time
 }
@@ -75,6 +81,9 @@ func DefaultConfig() Config {
 		Retries:           2,
 		RemoveStrategy:    RemoveByScan,
 		Limits:            store.DefaultLimits,
+		TracerProvider:    tracenoop.NewTracerProvider(),
+		MeterProvider:     metricnoop.NewMeterProvider(),
+		Log:               slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -150,10 +159,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Username != "" {
 		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
 	}
-	if cfg.Observer != nil {
-		cluster.QueryObserver = cfg.Observer
-		cluster.BatchObserver = cfg.Observer
+	obs, err := newObserver(&cfg)
+	if err != nil {
+		return nil, err
 	}
+	cluster.QueryObserver = obs
+	cluster.BatchObserver = obs
 	cluster.Logger = quietLogger{}
 	session, err := cluster.CreateSession()
 	if err != nil {

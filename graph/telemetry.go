@@ -1,0 +1,191 @@
+package graph
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// requestInfo is what a GraphQL request learns about itself as it runs: its
+// operation and the codes of its errors. The HTTP middleware that made it
+// reads it when the request ends.
+type requestInfo struct {
+	mu                  sync.Mutex
+	operation, operType string
+	codes               []string
+}
+
+type requestInfoKey struct{}
+
+func requestInfoFrom(ctx context.Context) *requestInfo {
+	ri, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
+	return ri
+}
+
+func (ri *requestInfo) setOperation(name, typ string) {
+	ri.mu.Lock()
+	ri.operation, ri.operType = name, typ
+	ri.mu.Unlock()
+}
+
+func (ri *requestInfo) addCode(code string) {
+	ri.mu.Lock()
+	ri.codes = append(ri.codes, code)
+	ri.mu.Unlock()
+}
+
+// outcome is "ok", or the code of the request's first error.
+func (ri *requestInfo) outcome() string {
+	ri.mu.Lock()
+	defer ri.mu.Unlock()
+	if len(ri.codes) == 0 {
+		return "ok"
+	}
+	return ri.codes[0]
+}
+
+// requestObserver counts, times and logs every GraphQL request.
+type requestObserver struct {
+	log       *slog.Logger
+	requests  metric.Int64Counter
+	duration  metric.Float64Histogram
+	names     sync.Map // operation names seen, bounded by maxOperationNames
+	nameCount int64
+	namesMu   sync.Mutex
+}
+
+// maxOperationNames bounds the distinct operation names metrics carry:
+// clients choose them, and each is a time series.
+const maxOperationNames = 500
+
+func newRequestObserver(meter metric.Meter, log *slog.Logger) (*requestObserver, error) {
+	o := &requestObserver{log: log}
+	var err error
+	if o.requests, err = meter.Int64Counter("listgate.graphql.requests",
+		metric.WithDescription("GraphQL requests, by operation name, operation type and outcome (ok or the first error's code).")); err != nil {
+		return nil, err
+	}
+	if o.duration, err = meter.Float64Histogram("listgate.graphql.request.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of GraphQL requests, by operation name, type and outcome.")); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// metricName keeps a name for metrics while fewer than maxOperationNames
+// have been seen, and folds later ones into "other".
+func (o *requestObserver) metricName(name string) string {
+	if name == "" {
+		return "anonymous"
+	}
+	if _, ok := o.names.Load(name); ok {
+		return name
+	}
+	o.namesMu.Lock()
+	defer o.namesMu.Unlock()
+	if o.nameCount >= maxOperationNames || len(name) > 64 {
+		return "other"
+	}
+	o.names.Store(name, struct{}{})
+	o.nameCount++
+	return name
+}
+
+func (o *requestObserver) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ri := &requestInfo{}
+		ctx := context.WithValue(r.Context(), requestInfoKey{}, ri)
+		next.ServeHTTP(w, r.WithContext(ctx))
+		took := time.Since(start)
+		outcome := ri.outcome()
+		ri.mu.Lock()
+		name, typ := ri.operation, ri.operType
+		ri.mu.Unlock()
+		attrs := metric.WithAttributes(
+			semconv.GraphQLOperationName(o.metricName(name)),
+			attribute.String("graphql.operation.type", typ),
+			attribute.String("outcome", outcome),
+		)
+		o.requests.Add(ctx, 1, attrs)
+		o.duration.Record(ctx, took.Seconds(), attrs)
+		if len(name) > 64 {
+			name = name[:64]
+		}
+		o.log.LogAttrs(ctx, slog.LevelInfo, "graphql request",
+			slog.String("operation", name), slog.String("type", typ),
+			slog.Duration("duration", took), slog.String("outcome", outcome))
+	})
+}
+
+// operationTracing is the gqlgen extension that gives every operation a
+// span and tells the request's info its operation. resolverTracing gives
+// every resolver (a field that does I/O) a child span; plain struct fields
+// get none. Neither records the query text or variables: they may hold item
+// values.
+type operationTracing struct{ tracer trace.Tracer }
+
+type resolverTracing struct{ tracer trace.Tracer }
+
+var (
+	_ graphql.ResponseInterceptor = operationTracing{}
+	_ graphql.FieldInterceptor    = resolverTracing{}
+)
+
+func (operationTracing) ExtensionName() string                   { return "OperationTracing" }
+func (operationTracing) Validate(graphql.ExecutableSchema) error { return nil }
+func (resolverTracing) ExtensionName() string                    { return "ResolverTracing" }
+func (resolverTracing) Validate(graphql.ExecutableSchema) error  { return nil }
+
+func operationOf(oc *graphql.OperationContext) (name, typ string) {
+	if oc.Operation != nil {
+		typ = string(oc.Operation.Operation)
+		name = oc.Operation.Name
+	}
+	return name, typ
+}
+
+func (t operationTracing) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	if !graphql.HasOperationContext(ctx) {
+		return next(ctx)
+	}
+	name, typ := operationOf(graphql.GetOperationContext(ctx))
+	if ri := requestInfoFrom(ctx); ri != nil {
+		ri.setOperation(name, typ)
+	}
+	ctx, span := t.tracer.Start(ctx, (typ + " " + name), trace.WithAttributes(
+		semconv.GraphQLOperationName(name), attribute.String("graphql.operation.type", typ)))
+	defer span.End()
+	resp := next(ctx)
+	if resp != nil && len(resp.Errors) > 0 {
+		span.SetStatus(codes.Error, resp.Errors[0].Message)
+		span.SetAttributes(attribute.Int("graphql.errors", len(resp.Errors)))
+	}
+	return resp
+}
+
+func (t resolverTracing) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || !fc.IsResolver {
+		return next(ctx)
+	}
+	ctx, span := t.tracer.Start(ctx, fc.Object+"."+fc.Field.Name)
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("graphql.field.path", fc.Path().String()))
+	}
+	res, err := next(ctx)
+	if err != nil {
+		span.SetStatus(codes.Error, classify(err))
+	}
+	return res, err
+}

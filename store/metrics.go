@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Instrument wraps a store so that every list operation is timed and the
+// items it reads, adds, finds expired and removes are counted.
+func Instrument(s Store, mp metric.MeterProvider) (Store, error) {
+	meter := mp.Meter("github.com/listgate/listgate/store")
+	in := &instrumented{Store: s, outcomes: map[string][2]metric.MeasurementOption{}}
+	counters := []struct {
+		c    *metric.Int64Counter
+		name string
+		desc string
+	}{
+		{&in.read, "listgate.list.items.read", "Items returned by list reads."},
+		{&in.added, "listgate.list.items.added", "Distinct items written by adds."},
+		{&in.expired, "listgate.list.items.expired", "Items of adds that had already expired and were not written."},
+		{&in.removed, "listgate.list.items.removed", "Items removed by removeListItemsWithValue."},
+	}
+	var err error
+	for _, c := range counters {
+		if *c.c, err = meter.Int64Counter(c.name, metric.WithDescription(c.desc)); err != nil {
+			return nil, err
+		}
+	}
+	if in.duration, err = meter.Float64Histogram("listgate.list.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of list operations on the store, by operation and outcome.")); err != nil {
+		return nil, err
+	}
+	for _, op := range []string{"items", "add", "remove_value", "remove_all"} {
+		in.outcomes[op] = [2]metric.MeasurementOption{
+			metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", "ok"))),
+			metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", "error"))),
+		}
+	}
+	return in, nil
+}
+
+type instrumented struct {
+	Store
+	read, added, expired, removed metric.Int64Counter
+	duration                      metric.Float64Histogram
+	outcomes                      map[string][2]metric.MeasurementOption
+}
+
+func (s *instrumented) done(ctx context.Context, op string, start time.Time, err error) {
+	o := s.outcomes[op][0]
+	if err != nil {
+		o = s.outcomes[op][1]
+	}
+	s.duration.Record(ctx, time.Since(start).Seconds(), o)
+}
+
+func (s *instrumented) Items(ctx context.Context, l List, r Range) (Page, error) {
+	start := time.Now()
+	p, err := s.Store.Items(ctx, l, r)
+	s.done(ctx, "items", start, err)
+	s.read.Add(ctx, int64(len(p.Items)))
+	return p, err
+}
+
+func (s *instrumented) AddItems(ctx context.Context, l List, items []NewItem) (AddResult, error) {
+	start := time.Now()
+	res, err := s.Store.AddItems(ctx, l, items)
+	s.done(ctx, "add", start, err)
+	s.added.Add(ctx, int64(res.Added))
+	s.expired.Add(ctx, int64(res.Expired))
+	return res, err
+}
+
+func (s *instrumented) RemoveValue(ctx context.Context, l List, value []byte) (int, error) {
+	start := time.Now()
+	n, err := s.Store.RemoveValue(ctx, l, value)
+	s.done(ctx, "remove_value", start, err)
+	s.removed.Add(ctx, int64(n))
+	return n, err
+}
+
+func (s *instrumented) RemoveAll(ctx context.Context, l List) error {
+	start := time.Now()
+	err := s.Store.RemoveAll(ctx, l)
+	s.done(ctx, "remove_all", start, err)
+	return err
+}

@@ -1,0 +1,114 @@
+// Package telemetry sets up OpenTelemetry for the process: a tracer
+// provider that exports over OTLP only when the standard OTEL_* variables
+// ask for it, a meter provider read by a Prometheus registry for /metrics,
+// and the request id and log handler every log line carries. Packages
+// instrument themselves through the providers; none reaches back here.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// LatencyBuckets are the bounds, in seconds, of every latency histogram:
+// 100 µs to 10 s, so a sub-millisecond ScyllaDB read and a multi-second
+// timeout both land in a bucket of their own.
+var LatencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// Telemetry holds the process's providers.
+type Telemetry struct {
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	registry       *prometheus.Registry
+	shutdown       []func(context.Context) error
+}
+
+// Options are for tests: a span processor (an in-memory recorder, say)
+// turns tracing on without exporting anything.
+type Options struct {
+	SpanProcessor sdktrace.SpanProcessor
+}
+
+// exporting reports whether the OTEL_* variables ask for traces to be
+// exported. With none of them set nothing is exported, and spans are not
+// even recorded.
+func exporting(getenv func(string) string) bool {
+	switch getenv("OTEL_TRACES_EXPORTER") {
+	case "none":
+		return false
+	case "":
+		return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	}
+	return true
+}
+
+// Setup builds the providers. Call Shutdown to flush them.
+func Setup(ctx context.Context, getenv func(string) string, opts Options) (*Telemetry, error) {
+	res, err := resource.New(ctx, resource.WithFromEnv(), resource.WithAttributes(semconv.ServiceName("listgate")))
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	t := &Telemetry{TracerProvider: noop.NewTracerProvider()}
+	if opts.SpanProcessor != nil || exporting(getenv) {
+		tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+		if opts.SpanProcessor != nil {
+			tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(opts.SpanProcessor))
+		} else {
+			exp, err := autoexport.NewSpanExporter(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("trace exporter from OTEL_* variables: %w", err)
+			}
+			tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
+		}
+		tp := sdktrace.NewTracerProvider(tpOpts...)
+		t.TracerProvider = tp
+		t.shutdown = append(t.shutdown, tp.Shutdown)
+	}
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+
+	t.registry = prometheus.NewRegistry()
+	t.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reader, err := otelprom.New(otelprom.WithRegisterer(t.registry), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	latency := sdkmetric.NewView(
+		sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram, Unit: "s"},
+		sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: LatencyBuckets}},
+	)
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res), sdkmetric.WithView(latency))
+	t.MeterProvider = mp
+	t.shutdown = append(t.shutdown, mp.Shutdown)
+	return t, nil
+}
+
+// MetricsHandler serves every metric in the Prometheus text format.
+func (t *Telemetry) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
+}
+
+// Shutdown flushes and stops the providers.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	var errs []error
+	for _, f := range t.shutdown {
+		errs = append(errs, f(ctx))
+	}
+	return errors.Join(errs...)
+}

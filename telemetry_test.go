@@ -1,0 +1,220 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/telemetry"
+)
+
+func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// One 3-entity request is one trace: the HTTP span, the operation span, the
+// loader's batch span with the 3 keys, and under it one span per CQL query,
+// with the database conventions' attributes. Then /metrics shows the
+// request, the statements and the items.
+func TestTraceAndMetricsOfARequest(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	keyspace := fmt.Sprintf("listgate_tel_%d", os.Getpid())
+	base := startWith(t, telemetry.Options{SpanProcessor: rec},
+		"--cql-hosts", strings.Join(cqltest.Hosts(t), ","), "--cql-keyspace", keyspace, "--migrate",
+		"--cql-timeout", "10s", "--loader-wait", "20ms", "--feature-refresh", "1s")
+	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
+	for _, id := range []string{"a", "b", "c"} {
+		post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: "user", entityId: %q, feature: "f"},
+			items: [{value: "story-%s"}, {value: "old", timestamp: "2020-01-01T00:00:00Z"}]) { added } }`, id, id))
+	}
+	_, out := post(t, base, "", `query ThreeLists { entities(type: "user", entityIds: ["a", "b", "c"]) { id list(feature: "f") { items { value } } } }`)
+	if out["errors"] != nil {
+		t.Fatalf("query: %v", out)
+	}
+
+	// The HTTP span ends just after the response is written.
+	var spans []sdktrace.ReadOnlySpan
+	var op sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		op, spans = nil, nil
+		for _, s := range rec.Ended() {
+			if s.Name() == "query ThreeLists" {
+				op = s
+			}
+		}
+		if op != nil {
+			for _, s := range rec.Ended() {
+				if s.SpanContext().TraceID() == op.SpanContext().TraceID() {
+					spans = append(spans, s)
+				}
+			}
+		}
+		if op != nil && len(spans) > 0 && spans[len(spans)-1].Name() == "POST /graphql" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if op == nil {
+		t.Fatal("no span for the operation")
+	}
+	byID := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range spans {
+		byID[s.SpanContext().SpanID().String()] = s
+	}
+	parent := func(s sdktrace.ReadOnlySpan) sdktrace.ReadOnlySpan { return byID[s.Parent().SpanID().String()] }
+	descends := func(s, ancestor sdktrace.ReadOnlySpan) bool {
+		for p := parent(s); p != nil; p = parent(p) {
+			if p.SpanContext().SpanID() == ancestor.SpanContext().SpanID() {
+				return true
+			}
+		}
+		return false
+	}
+	var httpSpan, batch sdktrace.ReadOnlySpan
+	var cql []sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		switch s.Name() {
+		case "POST /graphql":
+			httpSpan = s
+		case "Dataloader: batch":
+			if batch != nil {
+				t.Fatal("the 3 lists were read in more than one batch")
+			}
+			batch = s
+		case "SELECT list_items":
+			cql = append(cql, s)
+		}
+	}
+	if httpSpan == nil || parent(op) != httpSpan {
+		t.Fatalf("the operation span's parent is not the HTTP span")
+	}
+	if batch == nil || !descends(batch, op) {
+		t.Fatal("no loader batch span under the operation span")
+	}
+	if keys := attrs(batch)["dataloader.keys"].AsString(); strings.Count(keys, "user#f|/") != 3 {
+		t.Fatalf("batch keys %q", keys)
+	}
+	if len(cql) != 3 {
+		t.Fatalf("%d CQL spans, want 3", len(cql))
+	}
+	for _, s := range cql {
+		if parent(s) != batch {
+			t.Fatalf("CQL span %s is not a child of the batch span", s.Name())
+		}
+		a := attrs(s)
+		for k, want := range map[attribute.Key]string{
+			"db.system.name": "cassandra", "db.system": "cassandra", "db.operation.name": "SELECT",
+			"db.namespace": keyspace, "db.collection.name": "list_items", "cassandra.consistency.level": "local_quorum",
+			"server.address": "127.0.0.1",
+		} {
+			if got := a[k].Emit(); got != want {
+				t.Errorf("CQL span %s = %q, want %q", k, got, want)
+			}
+		}
+		if a["db.response.returned_rows"].AsInt64() != 1 || a["cassandra.attempt"].AsInt64() != 0 || !strings.Contains(a["db.query.text"].AsString(), "?") {
+			t.Errorf("CQL span attributes %v", a)
+		}
+	}
+	// Nothing of the request's values reaches any span.
+	for _, s := range spans {
+		for _, kv := range s.Attributes() {
+			if strings.Contains(kv.Value.Emit(), "story-") {
+				t.Errorf("span %s carries a value: %s=%s", s.Name(), kv.Key, kv.Value.Emit())
+			}
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].StartTime().Before(spans[j].StartTime()) })
+	var tree strings.Builder
+	for _, s := range spans {
+		depth := 0
+		for p := parent(s); p != nil; p = parent(p) {
+			depth++
+		}
+		fmt.Fprintf(&tree, "%s%s %v\n", strings.Repeat("  ", depth), s.Name(), s.EndTime().Sub(s.StartTime()).Round(time.Microsecond))
+	}
+	t.Logf("trace of the 3-entity request:\n%s", tree.String())
+
+	checkMetrics(t, base)
+}
+
+// checkMetrics scrapes /metrics after the traffic above.
+func checkMetrics(t *testing.T, base string) {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	value := func(name string, labels map[string]string) float64 {
+		f := families[name]
+		if f == nil {
+			t.Fatalf("no series %s", name)
+		}
+		total := 0.0
+	metrics:
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+					continue metrics
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				total += m.Counter.GetValue()
+			case m.Gauge != nil:
+				total += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				total += float64(m.Histogram.GetSampleCount())
+			}
+		}
+		return total
+	}
+	for _, c := range []struct {
+		name     string
+		labels   map[string]string
+		min, max float64
+	}{
+		{"listgate_graphql_requests_total", map[string]string{"graphql_operation_name": "ThreeLists", "outcome": "ok"}, 1, 1},
+		{"listgate_graphql_requests_total", map[string]string{"graphql_operation_type": "mutation", "outcome": "ok"}, 4, 4},
+		{"listgate_graphql_request_duration_seconds", map[string]string{"graphql_operation_name": "ThreeLists"}, 1, 1},
+		{"listgate_cql_statement_duration_seconds", map[string]string{"db_operation_name": "SELECT list_items", "outcome": "ok"}, 3, 1e9},
+		{"listgate_cql_statement_duration_seconds", map[string]string{"db_operation_name": "BATCH INSERT list_items"}, 3, 1e9},
+		{"listgate_list_items_read_total", nil, 3, 3},
+		{"listgate_list_items_added_total", nil, 3, 3},
+		{"listgate_list_items_expired_total", nil, 3, 3},
+		{"listgate_loader_batch_size", nil, 1, 1},
+		{"listgate_features_refreshes_total", map[string]string{"outcome": "ok"}, 2, 1e9},
+		{"listgate_features_age_seconds", nil, 0, 5},
+	} {
+		if v := value(c.name, c.labels); v < c.min || v > c.max {
+			t.Errorf("%s%v = %v, want %v to %v", c.name, c.labels, v, c.min, c.max)
+		}
+	}
+	// Latency buckets resolve sub-millisecond and multi-second requests.
+	h := families["listgate_graphql_request_duration_seconds"].Metric[0].Histogram
+	bounds := []float64{}
+	for _, b := range h.Bucket {
+		bounds = append(bounds, b.GetUpperBound())
+	}
+	if bounds[0] > 0.0005 || bounds[len(bounds)-1] < 5 {
+		t.Errorf("latency buckets %v", bounds)
+	}
+}
