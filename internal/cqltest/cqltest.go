@@ -7,7 +7,10 @@ package cqltest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -31,7 +34,17 @@ func Hosts(t testing.TB) []string {
 	if v == "" {
 		t.Fatalf("no CQL server for this test: run it through `make test` (which starts Apache Cassandra), or set %s=host:port", HostsEnv)
 	}
-	return strings.Split(v, ",")
+	hosts := strings.Split(v, ",")
+	addr := hosts[0]
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(addr, "9042")
+	}
+	if c, err := net.DialTimeout("tcp", addr, 3*time.Second); err != nil {
+		t.Fatalf("no CQL server answers at %s (%s): %v", addr, HostsEnv, err)
+	} else {
+		c.Close()
+	}
+	return hosts
 }
 
 // Config returns a store configuration for the test cluster, on a keyspace
@@ -79,4 +92,63 @@ func Open(t testing.TB, cfg cql.Config) *cql.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// Node is a Cassandra node of one test's own, which the test may stop and
+// start: the project's scripts/cassandra runs it on its own loopback
+// address, with its data kept across restarts.
+type Node struct {
+	t    testing.TB
+	Addr string
+	env  []string
+}
+
+// StartNode starts a fresh node on addr (127.0.0.2, say) and stops and
+// deletes it when the test ends. env adds CASSANDRA_* settings.
+func StartNode(t testing.TB, addr string, env ...string) *Node {
+	t.Helper()
+	n := &Node{t: t, Addr: addr, env: append([]string{"CASSANDRA_CLUSTER=listgate-" + strings.ReplaceAll(addr, ".", "-")}, env...)}
+	n.script("stop")
+	n.script("reset")
+	t.Cleanup(func() {
+		n.script("kill")
+		n.script("reset")
+	})
+	n.Start()
+	return n
+}
+
+// Start starts the node (again) and waits until CQL answers.
+func (n *Node) Start() { n.t.Helper(); n.script("start") }
+
+// Stop stops the node; its data stays.
+func (n *Node) Stop() { n.t.Helper(); n.script("stop") }
+
+// Kill kills the node at once, as a crash would; acknowledged writes stay.
+func (n *Node) Kill() { n.t.Helper(); n.script("kill") }
+
+func (n *Node) script(cmd string) {
+	n.t.Helper()
+	c := exec.Command(filepath.Join(repoRoot(n.t), "scripts", "cassandra"), cmd, n.Addr)
+	c.Env = append(os.Environ(), n.env...)
+	if out, err := c.CombinedOutput(); err != nil {
+		n.t.Fatalf("scripts/cassandra %s %s: %v\n%s", cmd, n.Addr, err, out)
+	}
+}
+
+func repoRoot(t testing.TB) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's folder")
+		}
+		dir = parent
+	}
 }
