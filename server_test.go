@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +18,15 @@ import (
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/telemetry"
 )
+
+// testLog sends the server's log lines to the test's log (shown when it
+// fails, or with -v).
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
 
 // lineWriter hands run's first output line (its address) to the test.
 type lineWriter struct {
@@ -57,7 +67,7 @@ func startWith(t *testing.T, opts telemetry.Options, args ...string) string {
 			done <- err
 			return
 		}
-		done <- serve(ctx, cfg, tel, telemetry.NewLogger(io.Discard, "text", 0), out)
+		done <- serve(ctx, cfg, tel, telemetry.NewLogger(testLog{t}, "text", slog.LevelWarn), out)
 	}()
 	t.Cleanup(func() {
 		cancel()

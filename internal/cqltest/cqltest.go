@@ -107,7 +107,10 @@ type Node struct {
 // deletes it when the test ends. env adds CASSANDRA_* settings.
 func StartNode(t testing.TB, addr string, env ...string) *Node {
 	t.Helper()
-	n := &Node{t: t, Addr: addr, env: append([]string{"CASSANDRA_CLUSTER=listgate-" + strings.ReplaceAll(addr, ".", "-")}, env...)}
+	n := &Node{t: t, Addr: addr, env: append([]string{
+		"CASSANDRA_CLUSTER=listgate-" + strings.ReplaceAll(addr, ".", "-"),
+		"CASSANDRA_UNSAFE_SYSTEM=false", // the schema must survive Kill
+	}, env...)}
 	n.script("stop")
 	n.script("reset")
 	t.Cleanup(func() {
