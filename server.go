@@ -4,6 +4,7 @@
 package main
 
 //go:generate go run github.com/99designs/gqlgen generate
+//go:generate go run ./graph/fastpath
 
 import (
 	"context"

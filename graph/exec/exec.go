@@ -4782,7 +4782,16 @@ func (ec *executionContext) marshalNListItem2githubᚗcomᚋlistgateᚋlistgate�
 	return ec._ListItem(ctx, sel, &v)
 }
 
+// marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄ is rewritten by graph/fastpath: model.MarshalListItems writes
+// the items, unless model.FastListItems is off.
 func (ec *executionContext) marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ListItem) graphql.Marshaler {
+	if model.FastListItems.Load() {
+		return model.MarshalListItems(ec.OperationContext, sel, v)
+	}
+	return ec.marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄGenerated(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄGenerated(ctx context.Context, sel ast.SelectionSet, v []model.ListItem) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]

@@ -29,9 +29,7 @@ var (
 // MarshalGQL writes the time as a JSON string.
 func (t Time) MarshalGQL(w io.Writer) {
 	var buf [40]byte
-	b := append(buf[:0], '"')
-	b = time.Unix(0, int64(t)).UTC().AppendFormat(b, time.RFC3339Nano)
-	w.Write(append(b, '"'))
+	w.Write(t.AppendJSON(buf[:0]))
 }
 
 // UnmarshalGQL reads an RFC 3339 string.

@@ -1,0 +1,99 @@
+package graph_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/embedded"
+)
+
+// benchGateway is the real handler on an embedded store holding one list of
+// n items and 100 one-item lists.
+func benchGateway(b *testing.B, n int) http.Handler {
+	b.Helper()
+	s, err := embedded.Open(embedded.Config{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	f, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "reading_history", ValueType: store.String, TTL: 24 * time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	items := make([]store.NewItem, n)
+	for i := range items {
+		items[i] = store.NewItem{Timestamp: now.Add(-time.Duration(i) * time.Second).UnixNano(), Value: fmt.Appendf(nil, "story%08d", i)}
+	}
+	if _, err := s.AddItems(ctx, store.List{Feature: &f, EntityID: "u1"}, items); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 100 {
+		if _, err := s.AddItems(ctx, store.List{Feature: &f, EntityID: fmt.Sprint("e", i)}, items[:1]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	catalog, err := features.New(ctx, s, log, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := graph.NewHandler(graph.Config{Store: s, Catalog: catalog, Loader: graph.DefaultLoaderConfig, Limits: graph.DefaultLimits, Log: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
+func serveBench(b *testing.B, h http.Handler, body string) {
+	b.Helper()
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader([]byte(body)))
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK || bytes.Contains(w.Body.Bytes(), []byte(`"errors"`)) {
+			b.Fatalf("%d %s", w.Code, w.Body.Bytes())
+		}
+	}
+}
+
+// The resolver path of a listItems request on the embedded store, for lists
+// of 1, 10 and 100 items: the handler's CPU per request.
+func BenchmarkListItems(b *testing.B) {
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("items=%d", n), func(b *testing.B) {
+			h := benchGateway(b, n)
+			serveBench(b, h, fmt.Sprintf(`{"query":"query Read($id: ID!) { listItems(entityType: \"user\", entityId: $id, feature: \"reading_history\", limit: %d) { items { value timestamp expiresAt cursor } hasMore endCursor } }","variables":{"id":"u1"}}`, n))
+		})
+	}
+}
+
+// Entity lists through the loader: one request for n entities.
+func BenchmarkEntities(b *testing.B) {
+	h := benchGateway(b, 1)
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("entities=%d", n), func(b *testing.B) {
+			ids := ""
+			for i := range n {
+				if i > 0 {
+					ids += ","
+				}
+				ids += fmt.Sprintf(`\"e%d\"`, i)
+			}
+			serveBench(b, h, fmt.Sprintf(`{"query":"{ entities(type: \"user\", entityIds: [%s]) { id list(feature: \"reading_history\") { items { value timestamp } } } }"}`, ids))
+		})
+	}
+}
