@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
@@ -59,6 +60,12 @@ type Resolver struct {
 // cache, automatic persisted queries, per-request loaders, and a span,
 // metrics and a log line for every request.
 func NewHandler(cfg Config) (http.Handler, error) {
+	return newHandler(cfg, post{})
+}
+
+// newHandler is NewHandler with a given POST transport (tests compare ours
+// with gqlgen's).
+func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -81,7 +88,7 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	r := &Resolver{store: cfg.Store, catalog: cfg.Catalog, limits: cfg.Limits, now: cfg.Now}
 	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r}))
 	srv.AddTransport(transport.GET{})
-	srv.AddTransport(transport.POST{})
+	srv.AddTransport(postTransport)
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	if cfg.Introspection {
 		srv.Use(extension.Introspection{})

