@@ -13,9 +13,10 @@ import (
 	"github.com/listgate/listgate/store/embedded"
 )
 
-// model.MarshalListItems writes exactly the bytes gqlgen's generated code
-// writes, for every way a query can select ListItem fields.
-func TestFastListItemsMatchesGenerated(t *testing.T) {
+// model.WriteListPage and WriteListItems write exactly the bytes
+// gqlgen's generated code writes, for every way a query can select ListPage
+// and ListItem fields.
+func TestFastMarshalMatchesGenerated(t *testing.T) {
 	s, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +56,9 @@ func TestFastListItemsMatchesGenerated(t *testing.T) {
 		`{ listItems(entityType: "$type", entityId: "u1", feature: "bytes") { items { value cursor } } }`,
 		`{ listItems(entityType: "$type", entityId: "u1", feature: "json") { items { value } } }`,
 		`{ entities(type: "$type", entityIds: ["u1", "u2", "u1"]) { id list(feature: "json", limit: 2) { items { __typename value expiresAt } endCursor } } }`,
+		`{ listItems(entityType: "$type", entityId: "u1", feature: "int", limit: 1) { __typename end: endCursor more: hasMore hasMore items { value } i2: items { cursor } } }`,
+		`{ listItems(entityType: "$type", entityId: "nobody", feature: "int") { endCursor hasMore ...P } } fragment P on ListPage { items { value } endCursor }`,
+		`query($with: Boolean!) { entity(type: "$type", entityId: "u1") { list(feature: "float") { items @include(if: $with) { value } hasMore @skip(if: $with) } } }`,
 	}
 	vars := map[string]any{"with": true, "without": false}
 	raw := func(query string) []byte {
@@ -68,11 +72,11 @@ func TestFastListItemsMatchesGenerated(t *testing.T) {
 		}
 		return w.Body.Bytes()
 	}
-	defer model.FastListItems.Store(true)
+	defer model.FastMarshal.Store(true)
 	for _, q := range queries {
-		model.FastListItems.Store(false)
+		model.FastMarshal.Store(false)
 		generated := raw(q)
-		model.FastListItems.Store(true)
+		model.FastMarshal.Store(true)
 		fast := raw(q)
 		if !bytes.Equal(fast, generated) {
 			t.Errorf("%s\nfast:      %s\ngenerated: %s", q, fast, generated)

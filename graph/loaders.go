@@ -45,17 +45,28 @@ func (k listKey) String() string {
 	return fmt.Sprintf("%s/%s min=%d limit=%d after=%q", k.feature.Key(), k.entityID, k.r.MinTimestamp, k.r.Limit, k.r.After)
 }
 
-// loaders holds one request's dataloaders. A request's loads only ever
-// batch with each other, so no request's cancellation reaches another's
-// keys.
+// loaders holds one request's dataloaders, made on first use: most
+// requests read no Entity.list. A request's loads only ever batch with each
+// other, so no request's cancellation reaches another's keys.
 type loaders struct {
+	once sync.Once
+	ll   *listLoader
 	list *dataloader.Loader[listKey, store.Page]
 }
 
 type loadersKey struct{}
 
-func loadersFor(ctx context.Context) *loaders {
-	return ctx.Value(loadersKey{}).(*loaders)
+// listLoaderFor returns the request's list loader.
+func listLoaderFor(ctx context.Context) *dataloader.Loader[listKey, store.Page] {
+	l := ctx.Value(loadersKey{}).(*loaders)
+	l.once.Do(func() {
+		l.list = dataloader.NewBatchedLoader(l.ll.batch,
+			dataloader.WithWait[listKey, store.Page](l.ll.cfg.Wait),
+			dataloader.WithBatchCapacity[listKey, store.Page](l.ll.cfg.MaxBatch),
+			dataloader.WithTracer[listKey, store.Page](l.ll.tracer),
+		)
+	})
+	return l.list
 }
 
 // listLoader makes the per-request list loaders.
@@ -79,12 +90,7 @@ func newListLoader(s store.Store, cfg LoaderConfig, tracer trace.Tracer, meter m
 // middleware gives every request fresh loaders.
 func (ll *listLoader) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		l := &loaders{list: dataloader.NewBatchedLoader(ll.batch,
-			dataloader.WithWait[listKey, store.Page](ll.cfg.Wait),
-			dataloader.WithBatchCapacity[listKey, store.Page](ll.cfg.MaxBatch),
-			dataloader.WithTracer[listKey, store.Page](ll.tracer),
-		)}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loadersKey{}, l)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loadersKey{}, &loaders{ll: ll})))
 	})
 }
 

@@ -55,13 +55,16 @@ func (ri *requestInfo) outcome() string {
 
 // requestObserver counts, times and logs every GraphQL request.
 type requestObserver struct {
-	log       *slog.Logger
-	requests  metric.Int64Counter
-	duration  metric.Float64Histogram
-	names     sync.Map // operation names seen, bounded by maxOperationNames
-	nameCount int64
-	namesMu   sync.Mutex
+	log      *slog.Logger
+	requests metric.Int64Counter
+	duration metric.Float64Histogram
+	mu       sync.Mutex
+	names    int      // distinct operation names kept, at most maxOperationNames
+	attrs    sync.Map // requestLabels → metric.MeasurementOption
 }
+
+// requestLabels are the metric labels of a request.
+type requestLabels struct{ name, typ, outcome string }
 
 // maxOperationNames bounds the distinct operation names metrics carry:
 // clients choose them, and each is a time series.
@@ -81,23 +84,43 @@ func newRequestObserver(meter metric.Meter, log *slog.Logger) (*requestObserver,
 	return o, nil
 }
 
-// metricName keeps a name for metrics while fewer than maxOperationNames
-// have been seen, and folds later ones into "other".
-func (o *requestObserver) metricName(name string) string {
+// labels returns the attribute set of a request's metrics, made once per
+// distinct labels. Operation names past the first maxOperationNames (and
+// names longer than 64 bytes) are counted as "other".
+func (o *requestObserver) labels(name, typ, outcome string) metric.MeasurementOption {
 	if name == "" {
-		return "anonymous"
+		name = "anonymous"
 	}
-	if _, ok := o.names.Load(name); ok {
-		return name
+	key := requestLabels{name, typ, outcome}
+	if a, ok := o.attrs.Load(key); ok {
+		return a.(metric.MeasurementOption)
 	}
-	o.namesMu.Lock()
-	defer o.namesMu.Unlock()
-	if o.nameCount >= maxOperationNames || len(name) > 64 {
-		return "other"
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if a, ok := o.attrs.Load(key); ok {
+		return a.(metric.MeasurementOption)
 	}
-	o.names.Store(name, struct{}{})
-	o.nameCount++
-	return name
+	if _, seen := o.attrs.Load(requestLabels{name: name}); !seen {
+		if o.names >= maxOperationNames || len(name) > 64 {
+			return o.labelsLocked(requestLabels{"other", typ, outcome})
+		}
+		o.names++
+		o.attrs.Store(requestLabels{name: name}, nil)
+	}
+	return o.labelsLocked(key)
+}
+
+func (o *requestObserver) labelsLocked(key requestLabels) metric.MeasurementOption {
+	if a, ok := o.attrs.Load(key); ok {
+		return a.(metric.MeasurementOption)
+	}
+	a := metric.WithAttributeSet(attribute.NewSet(
+		semconv.GraphQLOperationName(key.name),
+		attribute.String("graphql.operation.type", key.typ),
+		attribute.String("outcome", key.outcome),
+	))
+	o.attrs.Store(key, a)
+	return a
 }
 
 func (o *requestObserver) wrap(next http.Handler) http.Handler {
@@ -111,11 +134,7 @@ func (o *requestObserver) wrap(next http.Handler) http.Handler {
 		ri.mu.Lock()
 		name, typ := ri.operation, ri.operType
 		ri.mu.Unlock()
-		attrs := metric.WithAttributes(
-			semconv.GraphQLOperationName(o.metricName(name)),
-			attribute.String("graphql.operation.type", typ),
-			attribute.String("outcome", outcome),
-		)
+		attrs := o.labels(name, typ, outcome)
 		o.requests.Add(ctx, 1, attrs)
 		o.duration.Record(ctx, took.Seconds(), attrs)
 		if len(name) > 64 {

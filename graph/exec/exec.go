@@ -3921,7 +3921,15 @@ func (ec *executionContext) _ListItem(ctx context.Context, sel ast.SelectionSet,
 
 var listPageImplementors = []string{"ListPage"}
 
+// _ListPage is rewritten by graph/fastpath.
 func (ec *executionContext) _ListPage(ctx context.Context, sel ast.SelectionSet, obj *model.ListPage) graphql.Marshaler {
+	if model.FastMarshal.Load() {
+		return model.WriteListPage(ec.OperationContext, sel, obj)
+	}
+	return ec._ListPageGenerated(ctx, sel, obj)
+}
+
+func (ec *executionContext) _ListPageGenerated(ctx context.Context, sel ast.SelectionSet, obj *model.ListPage) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, listPageImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -4782,11 +4790,10 @@ func (ec *executionContext) marshalNListItem2githubᚗcomᚋlistgateᚋlistgate�
 	return ec._ListItem(ctx, sel, &v)
 }
 
-// marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄ is rewritten by graph/fastpath: model.MarshalListItems writes
-// the items, unless model.FastListItems is off.
+// marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄ is rewritten by graph/fastpath.
 func (ec *executionContext) marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ListItem) graphql.Marshaler {
-	if model.FastListItems.Load() {
-		return model.MarshalListItems(ec.OperationContext, sel, v)
+	if model.FastMarshal.Load() {
+		return model.WriteListItems(ec.OperationContext, sel, v)
 	}
 	return ec.marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄGenerated(ctx, sel, v)
 }

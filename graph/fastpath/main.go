@@ -1,9 +1,11 @@
 // Command fastpath is the second step of `go generate`: it points gqlgen's
-// generated marshaler of [ListItem!]! at model.MarshalListItems, keeping
-// gqlgen's own under a new name for the tests that prove both write the
-// same bytes. It refuses to run when ListItem is no longer a plain struct
-// (a field with a resolver, a directive or a nullable type), because the
-// fast path would then skip what gqlgen does per field.
+// generated marshalers of ListPage and [ListItem!]! at
+// model.WriteListPage and model.WriteListItems, keeping gqlgen's own
+// under new names for the tests that prove both write the same bytes. It
+// refuses to run when either type stops being a plain struct (a field with
+// a resolver or a directive, a field the fast path does not know, an
+// interface), since the fast path would then skip what gqlgen does per
+// field.
 package main
 
 import (
@@ -16,11 +18,20 @@ import (
 
 const execFile = "graph/exec/exec.go"
 
-var (
-	sliceMarshaler = regexp.MustCompile(`(?m)^func \(ec \*executionContext\) (marshalNListItem2ᚕ\S+)\(ctx context\.Context, sel ast\.SelectionSet, v \[\]model\.ListItem\) graphql\.Marshaler \{$`)
-	plainField     = regexp.MustCompile(`(?s)func \(ec \*executionContext\) _ListItem_(\w+)\(ctx context\.Context, field graphql\.CollectedField, obj \*model\.ListItem\) \(ret graphql\.Marshaler\) \{\n\treturn graphql\.ResolveField\(.*?\n\t\tfunc\(ctx context\.Context\) \(any, error\) \{\n\t\t\treturn obj\.\w+, nil\n\t\t\},\n\t\tnil,\n.*?\n\t\ttrue,\n\t\ttrue,\n\t\)\n\}`)
-	anyField       = regexp.MustCompile(`func \(ec \*executionContext\) _ListItem_(\w+)\(`)
-)
+// plain types and the fields model's marshalers write.
+var plain = map[string][]string{
+	"ListPage": {"items", "hasMore", "endCursor"},
+	"ListItem": {"value", "timestamp", "expiresAt", "cursor"},
+}
+
+// rewrites are the generated functions that get a dispatcher, and what it
+// calls when model.FastMarshal is on.
+var rewrites = []struct{ signature, fast string }{
+	{`func (ec *executionContext) _ListPage(ctx context.Context, sel ast.SelectionSet, obj *model.ListPage) graphql.Marshaler {`,
+		`model.WriteListPage(ec.OperationContext, sel, obj)`},
+	{`func (ec *executionContext) marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ListItem) graphql.Marshaler {`,
+		`model.WriteListItems(ec.OperationContext, sel, v)`},
+}
 
 func main() {
 	if err := run(); err != nil {
@@ -35,43 +46,58 @@ func run() error {
 		return err
 	}
 	code := string(src)
-	if !strings.Contains(code, `var listItemImplementors = []string{"ListItem"}`) {
-		return fmt.Errorf("%s: ListItem implements an interface now; model.MarshalListItems does not handle that", execFile)
-	}
-	plain := map[string]bool{}
-	for _, m := range plainField.FindAllStringSubmatch(code, -1) {
-		plain[m[1]] = true
-	}
-	for _, m := range anyField.FindAllStringSubmatch(code, -1) {
-		if !plain[m[1]] {
-			return fmt.Errorf("%s: ListItem.%s is not a plain non-null field any more (a resolver, a directive or a nullable type); the fast path cannot write it", execFile, m[1])
+	for typ, fields := range plain {
+		if err := checkPlain(code, typ, fields); err != nil {
+			return fmt.Errorf("%s: %w", execFile, err)
 		}
 	}
-	want := map[string]bool{"value": true, "timestamp": true, "expiresAt": true, "cursor": true}
-	for f := range plain {
-		if !want[f] {
-			return fmt.Errorf("%s: ListItem has a field %q that model.MarshalListItems does not write", execFile, f)
+	for _, r := range rewrites {
+		at := strings.Index(code, r.signature+"\n")
+		if at < 0 || strings.Count(code, r.signature) != 1 {
+			return fmt.Errorf("%s: no single %q", execFile, r.signature)
 		}
+		name := r.signature[strings.Index(r.signature, ") ")+2 : strings.Index(r.signature, "(ctx")]
+		args := "ctx, sel, obj"
+		if strings.Contains(r.signature, "v []") {
+			args = "ctx, sel, v"
+		}
+		dispatch := fmt.Sprintf("// %[1]s is rewritten by graph/fastpath.\n%[2]s\n\tif model.FastMarshal.Load() {\n\t\treturn %[3]s\n\t}\n\treturn ec.%[1]sGenerated(%[4]s)\n}\n\n",
+			name, r.signature, r.fast, args)
+		generated := strings.Replace(r.signature, name+"(", name+"Generated(", 1)
+		code = code[:at] + dispatch + generated + code[at+len(r.signature):]
 	}
-	m := sliceMarshaler.FindStringSubmatchIndex(code)
-	if m == nil {
-		return fmt.Errorf("%s: no generated marshaler of []model.ListItem", execFile)
-	}
-	name := code[m[2]:m[3]]
-	dispatch := fmt.Sprintf(`// %[1]s is rewritten by graph/fastpath: model.MarshalListItems writes
-// the items, unless model.FastListItems is off.
-func (ec *executionContext) %[1]s(ctx context.Context, sel ast.SelectionSet, v []model.ListItem) graphql.Marshaler {
-	if model.FastListItems.Load() {
-		return model.MarshalListItems(ec.OperationContext, sel, v)
-	}
-	return ec.%[1]sGenerated(ctx, sel, v)
-}
-
-`, name)
-	code = code[:m[0]] + dispatch + strings.Replace(code[m[0]:], name+"(", name+"Generated(", 1)
 	out, err := format.Source([]byte(code))
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(execFile, out, 0o644)
+}
+
+// checkPlain verifies that typ implements no interface and that each of
+// its fields, and only those, is a struct field read with no resolver and
+// no directive.
+func checkPlain(code, typ string, fields []string) error {
+	lower := strings.ToLower(typ[:1]) + typ[1:]
+	if !strings.Contains(code, fmt.Sprintf("var %sImplementors = []string{%q}", lower, typ)) {
+		return fmt.Errorf("%s implements an interface now; the fast path does not handle that", typ)
+	}
+	fieldFunc := regexp.MustCompile(`func \(ec \*executionContext\) _` + typ + `_(\w+)\(ctx context\.Context, field graphql\.CollectedField, obj \*model\.` + typ + `\) \(ret graphql\.Marshaler\) \{\n((?:.*\n)*?)\}\n`)
+	found := map[string]bool{}
+	for _, m := range fieldFunc.FindAllStringSubmatch(code, -1) {
+		body := m[2]
+		if !regexp.MustCompile(`\n\t\tfunc\(ctx context\.Context\) \(any, error\) \{\n\t\t\treturn obj\.\w+, nil\n\t\t\},\n\t\tnil,\n`).MatchString(body) {
+			return fmt.Errorf("%s.%s is not a plain struct field any more (a resolver or a directive); the fast path cannot write it", typ, m[1])
+		}
+		found[m[1]] = true
+	}
+	for _, f := range fields {
+		if !found[f] {
+			return fmt.Errorf("%s.%s: no generated field function", typ, f)
+		}
+		delete(found, f)
+	}
+	for f := range found {
+		return fmt.Errorf("%s has a field %q the fast path does not write", typ, f)
+	}
+	return nil
 }

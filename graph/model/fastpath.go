@@ -2,6 +2,7 @@ package model
 
 import (
 	"io"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -11,24 +12,69 @@ import (
 	"github.com/listgate/listgate/values"
 )
 
-// FastListItems selects how a [ListItem!]! is written: by MarshalListItems
-// (true, the default), or by gqlgen's generated code, which tests use to
-// prove the two byte-identical. graph/fastpath wires the generated
-// marshaler to this switch.
-var FastListItems atomic.Bool
+// FastMarshal selects how ListPage and [ListItem!]! are written: by
+// WriteListPage and WriteListItems (true, the default), or by gqlgen's
+// generated code, which tests use to prove the two byte-identical.
+// graph/fastpath wires the generated marshalers to this switch.
+var FastMarshal atomic.Bool
 
-func init() { FastListItems.Store(true) }
+func init() { FastMarshal.Store(true) }
 
-var listItemImplementors = []string{"ListItem"}
+var (
+	listPageImplementors = []string{"ListPage"}
+	listItemImplementors = []string{"ListItem"}
+)
 
-// MarshalListItems writes a list of items exactly as gqlgen's generated code
+// WriteListPage writes a page as gqlgen's generated code does, byte for
+// byte; its items through WriteListItems. ListPage is a plain struct
+// too: endCursor is its only nullable field, and it is null exactly when
+// nil.
+func WriteListPage(oc *graphql.OperationContext, sel ast.SelectionSet, p *ListPage) graphql.Marshaler {
+	return listPage{oc: oc, page: p, fields: graphql.CollectFields(oc, sel, listPageImplementors)}
+}
+
+type listPage struct {
+	oc     *graphql.OperationContext
+	page   *ListPage
+	fields []graphql.CollectedField
+}
+
+func (m listPage) MarshalGQL(w io.Writer) {
+	var scratch [128]byte
+	b := append(scratch[:0], '{')
+	for i, f := range m.fields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(appendQuoted(b, f.Alias), ':')
+		switch f.Name {
+		case "__typename":
+			b = append(b, `"ListPage"`...)
+		case "items":
+			w.Write(b)
+			WriteListItems(m.oc, f.Selections, m.page.Items).MarshalGQL(w)
+			b = scratch[:0]
+		case "hasMore":
+			b = strconv.AppendBool(b, m.page.HasMore)
+		case "endCursor":
+			if m.page.EndCursor == nil {
+				b = append(b, "null"...)
+			} else {
+				b = appendQuoted(b, *m.page.EndCursor)
+			}
+		}
+	}
+	w.Write(append(b, '}'))
+}
+
+// WriteListItems writes a list of items exactly as gqlgen's generated code
 // does, byte for byte, but without a goroutine, a context and a field
 // context for every item and field (PERFORMANCE.md): the selection is
 // collected once for the whole list, and each item is appended to one
 // buffer. This is sound because ListItem is a plain struct: no field has a
 // resolver, a directive or a nullable type, so nothing can fail, be
 // intercepted or be deferred per field.
-func MarshalListItems(oc *graphql.OperationContext, sel ast.SelectionSet, items []ListItem) graphql.Marshaler {
+func WriteListItems(oc *graphql.OperationContext, sel ast.SelectionSet, items []ListItem) graphql.Marshaler {
 	fields := graphql.CollectFields(oc, sel, listItemImplementors)
 	m := listItems{items: items, fields: make([]listItemField, len(fields))}
 	for i, f := range fields {
