@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -65,8 +66,9 @@ func serveBench(b *testing.B, h http.Handler, body string) {
 	b.ReportAllocs()
 	before := cpuTime()
 	for b.Loop() {
-		req := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader([]byte(body)))
-		req.Header.Set("Content-Type", "application/json")
+		// Built, not parsed: a server parses with a reader it reuses.
+		req, _ := http.NewRequest(http.MethodPost, "/graphql", strings.NewReader(body))
+		req.Header["Content-Type"] = jsonType
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		if w.Code != http.StatusOK || bytes.Contains(w.Body.Bytes(), []byte(`"errors"`)) {
@@ -75,6 +77,8 @@ func serveBench(b *testing.B, h http.Handler, body string) {
 	}
 	b.ReportMetric(float64(cpuTime()-before)/float64(b.N), "cpu-ns/op")
 }
+
+var jsonType = []string{"application/json"}
 
 func cpuTime() time.Duration {
 	var ru syscall.Rusage

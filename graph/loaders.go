@@ -3,7 +3,6 @@ package graph
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -54,11 +53,9 @@ type loaders struct {
 	list *dataloader.Loader[listKey, store.Page]
 }
 
-type loadersKey struct{}
-
 // listLoaderFor returns the request's list loader.
 func listLoaderFor(ctx context.Context) *dataloader.Loader[listKey, store.Page] {
-	l := ctx.Value(loadersKey{}).(*loaders)
+	l := &requestFrom(ctx).loaders
 	l.once.Do(func() {
 		l.list = dataloader.NewBatchedLoader(l.ll.batch,
 			dataloader.WithWait[listKey, store.Page](l.ll.cfg.Wait),
@@ -85,13 +82,6 @@ func newListLoader(s store.Store, cfg LoaderConfig, tracer trace.Tracer, meter m
 		return nil, err
 	}
 	return &listLoader{store: s, cfg: cfg, tracer: dlotel.NewTracer[listKey, store.Page](tracer), batchSize: size}, nil
-}
-
-// middleware gives every request fresh loaders.
-func (ll *listLoader) middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loadersKey{}, &loaders{ll: ll})))
-	})
 }
 
 // batch reads each list of a batch with its own single-partition query, at

@@ -4,6 +4,7 @@
 package graph
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -102,5 +103,34 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	}
 	srv.SetErrorPresenter(errorPresenter(cfg.Log))
 	srv.SetRecoverFunc(recoverPanic(cfg.Log))
-	return requests.wrap(loader.middleware(srv)), nil
+	return &endpoint{gql: srv, loader: loader, requests: requests}, nil
+}
+
+// endpoint gives every request its state, then counts, times and logs it.
+type endpoint struct {
+	gql      http.Handler
+	loader   *listLoader
+	requests *requestObserver
+}
+
+// request is what one GraphQL request carries in its context: what it
+// learns about itself, for its log line and metrics, and its loaders.
+type request struct {
+	info    requestInfo
+	loaders loaders
+}
+
+type requestKey struct{}
+
+func requestFrom(ctx context.Context) *request {
+	r, _ := ctx.Value(requestKey{}).(*request)
+	return r
+}
+
+func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	req := &request{loaders: loaders{ll: e.loader}}
+	ctx := context.WithValue(r.Context(), requestKey{}, req)
+	e.gql.ServeHTTP(w, r.WithContext(ctx))
+	e.requests.done(ctx, &req.info, time.Since(start))
 }

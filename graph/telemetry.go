@@ -3,7 +3,6 @@ package graph
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -24,11 +23,11 @@ type requestInfo struct {
 	codes               []string
 }
 
-type requestInfoKey struct{}
-
 func requestInfoFrom(ctx context.Context) *requestInfo {
-	ri, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
-	return ri
+	if r := requestFrom(ctx); r != nil {
+		return &r.info
+	}
+	return nil
 }
 
 func (ri *requestInfo) setOperation(name, typ string) {
@@ -123,27 +122,21 @@ func (o *requestObserver) labelsLocked(key requestLabels) metric.MeasurementOpti
 	return a
 }
 
-func (o *requestObserver) wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		ri := &requestInfo{}
-		ctx := context.WithValue(r.Context(), requestInfoKey{}, ri)
-		next.ServeHTTP(w, r.WithContext(ctx))
-		took := time.Since(start)
-		outcome := ri.outcome()
-		ri.mu.Lock()
-		name, typ := ri.operation, ri.operType
-		ri.mu.Unlock()
-		attrs := o.labels(name, typ, outcome)
-		o.requests.Add(ctx, 1, attrs)
-		o.duration.Record(ctx, took.Seconds(), attrs)
-		if len(name) > 64 {
-			name = name[:64]
-		}
-		o.log.LogAttrs(ctx, slog.LevelInfo, "graphql request",
-			slog.String("operation", name), slog.String("type", typ),
-			slog.Duration("duration", took), slog.String("outcome", outcome))
-	})
+// done counts, times and logs a finished request.
+func (o *requestObserver) done(ctx context.Context, ri *requestInfo, took time.Duration) {
+	outcome := ri.outcome()
+	ri.mu.Lock()
+	name, typ := ri.operation, ri.operType
+	ri.mu.Unlock()
+	attrs := o.labels(name, typ, outcome)
+	o.requests.Add(ctx, 1, attrs)
+	o.duration.Record(ctx, took.Seconds(), attrs)
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	o.log.LogAttrs(ctx, slog.LevelInfo, "graphql request",
+		slog.String("operation", name), slog.String("type", typ),
+		slog.Duration("duration", took), slog.String("outcome", outcome))
 }
 
 // operationTracing is the gqlgen extension that gives every operation a
@@ -181,9 +174,11 @@ func (t operationTracing) InterceptResponse(ctx context.Context, next graphql.Re
 	if ri := requestInfoFrom(ctx); ri != nil {
 		ri.setOperation(name, typ)
 	}
-	ctx, span := t.tracer.Start(ctx, (typ + " " + name), trace.WithAttributes(
-		semconv.GraphQLOperationName(name), attribute.String("graphql.operation.type", typ)))
+	ctx, span := t.tracer.Start(ctx, typ+" "+name)
 	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(semconv.GraphQLOperationName(name), attribute.String("graphql.operation.type", typ))
+	}
 	resp := next(ctx)
 	if resp != nil && len(resp.Errors) > 0 {
 		span.SetStatus(codes.Error, resp.Errors[0].Message)

@@ -31,7 +31,7 @@ var rawParams = sync.Pool{New: func() any { return new(graphql.RawParams) }}
 func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	ctx := r.Context()
 	contentType := responseContentType(r)
-	w.Header().Set("Content-Type", contentType)
+	w.Header()["Content-Type"] = contentTypes[contentType]
 	params := rawParams.Get().(*graphql.RawParams)
 	defer func() {
 		*params = graphql.RawParams{}
@@ -70,6 +70,9 @@ func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecuto
 }
 
 const graphQLResponseJSON = "application/graphql-response+json"
+
+// contentTypes are the Content-Type header values, made once.
+var contentTypes = map[string][]string{"application/json": {"application/json"}, graphQLResponseJSON: {graphQLResponseJSON}}
 
 // responseContentType negotiates as gqlgen does: application/json unless
 // the client accepts application/graphql-response+json and not
@@ -112,15 +115,10 @@ func writeResponse(w io.Writer, resp *graphql.Response) {
 	w.Write(append(out, '}'))
 }
 
-// escapedByJSON marks the bytes after which encoding/json may rewrite a
-// compact JSON text: <, > and &, and 0xE2, which starts U+2028 and U+2029.
-var escapedByJSON = [256]bool{'<': true, '>': true, '&': true, 0xE2: true}
-
+// htmlEscaped reports whether encoding/json would rewrite part of a compact
+// JSON text: <, > and &, and 0xE2, the first byte of U+2028 and U+2029.
+// Each IndexByte is a vectorized scan.
 func htmlEscaped(b []byte) bool {
-	for _, c := range b {
-		if escapedByJSON[c] {
-			return true
-		}
-	}
-	return false
+	return bytes.IndexByte(b, '<') >= 0 || bytes.IndexByte(b, '>') >= 0 ||
+		bytes.IndexByte(b, '&') >= 0 || bytes.IndexByte(b, 0xE2) >= 0
 }

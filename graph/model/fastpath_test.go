@@ -2,7 +2,9 @@ package model
 
 import (
 	"bytes"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 )
@@ -46,4 +48,18 @@ func TestTimeJSON(t *testing.T) {
 			t.Errorf("UnmarshalGQL(%v) accepted", bad)
 		}
 	}
+}
+
+// Time.AppendJSON writes exactly what time.Time.AppendFormat does with
+// RFC3339Nano in UTC.
+func FuzzTimeAppendJSON(f *testing.F) {
+	for _, ns := range []int64{0, -1, 1, 1724949845430000000, 1724949845000000001, -62135596800000000, 951782400000000000, 4102444799999999999, math.MinInt64, math.MaxInt64} {
+		f.Add(ns)
+	}
+	f.Fuzz(func(t *testing.T, ns int64) {
+		want := `"` + time.Unix(0, ns).UTC().Format(time.RFC3339Nano) + `"`
+		if got := string(Time(ns).AppendJSON(nil)); got != want {
+			t.Fatalf("Time(%d).AppendJSON = %s, want %s", ns, got, want)
+		}
+	})
 }
