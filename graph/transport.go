@@ -109,10 +109,9 @@ func writeResponse(w io.Writer, resp *graphql.Response) {
 		w.Write(b)
 		return
 	}
-	out := make([]byte, 0, len(resp.Data)+len(`{"data":}`))
-	out = append(out, `{"data":`...)
-	out = append(out, resp.Data...)
-	w.Write(append(out, '}'))
+	io.WriteString(w, `{"data":`)
+	w.Write(resp.Data)
+	io.WriteString(w, "}")
 }
 
 // htmlEscaped reports whether encoding/json would rewrite part of a compact

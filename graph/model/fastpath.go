@@ -75,22 +75,12 @@ func (m listPage) MarshalGQL(w io.Writer) {
 // resolver, a directive or a nullable type, so nothing can fail, be
 // intercepted or be deferred per field.
 func WriteListItems(oc *graphql.OperationContext, sel ast.SelectionSet, items []ListItem) graphql.Marshaler {
-	fields := graphql.CollectFields(oc, sel, listItemImplementors)
-	m := listItems{items: items, fields: make([]listItemField, len(fields))}
-	for i, f := range fields {
-		m.fields[i] = listItemField{name: f.Name, key: append(appendQuoted(nil, f.Alias), ':')}
-	}
-	return m
-}
-
-type listItemField struct {
-	name string
-	key  []byte // the quoted alias and ':'
+	return listItems{items: items, fields: graphql.CollectFields(oc, sel, listItemImplementors)}
 }
 
 type listItems struct {
 	items  []ListItem
-	fields []listItemField
+	fields []graphql.CollectedField
 }
 
 func (m listItems) MarshalGQL(w io.Writer) {
@@ -102,12 +92,13 @@ func (m listItems) MarshalGQL(w io.Writer) {
 			b = append(b, ',')
 		}
 		b = append(b, '{')
-		for j, f := range m.fields {
+		for j := range m.fields {
+			f := &m.fields[j]
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, f.key...)
-			switch f.name {
+			b = append(appendQuoted(b, f.Alias), ':')
+			switch f.Name {
 			case "__typename":
 				b = append(b, `"ListItem"`...)
 			case "value":
