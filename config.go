@@ -45,6 +45,8 @@ type config struct {
 	LogFormat           string
 	LogLevel            slog.Level
 	SlowQuery           time.Duration
+	PprofListen         string
+	GCPercent           int
 }
 
 // envName is the environment variable of a flag: --cql-hosts is
@@ -85,6 +87,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log lines as text or json")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "least severe level logged: debug, info (a line per GraphQL request), warn or error")
 	fs.DurationVar(&c.SlowQuery, "slow-query", 250*time.Millisecond, "log CQL statements slower than this (0: never)")
+	fs.IntVar(&c.GCPercent, "gc-percent", 400, "Go garbage collector target (GOGC) unless GOGC is set; the live heap is small and requests allocate, so 400 halves GC work per request")
+	fs.StringVar(&c.PprofListen, "pprof-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); empty: off")
 
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -14,13 +14,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
 	"github.com/rs/cors"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
@@ -45,6 +48,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(cfg.GCPercent)
 	}
 	tel, err := telemetry.Setup(ctx, getenv, telemetry.Options{})
 	if err != nil {
@@ -95,6 +101,12 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
+	}
+	if cfg.PprofListen != "" {
+		// Profiles stay off the public listener: they reveal internals.
+		go func() {
+			log.Warn("pprof listener stopped", "err", http.ListenAndServe(cfg.PprofListen, pprofMux()))
+		}()
 	}
 	fmt.Fprintf(stdout, "listgate serving http://%s (playground at /, GraphQL at /graphql)\n", ln.Addr())
 
@@ -153,6 +165,16 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 	return s, nil
 }
 
+// pprofMux serves net/http/pprof's profiles.
+func pprofMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
 // newServer lists every route.
 func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Telemetry) http.Handler {
 	mux := http.NewServeMux()
@@ -176,13 +198,18 @@ func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Tele
 		}
 		io.WriteString(w, "ok\n")
 	})
-	traced := otelhttp.NewHandler(mux, "listgate",
-		otelhttp.WithTracerProvider(tel.TracerProvider),
-		otelhttp.WithMeterProvider(tel.MeterProvider),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
-		otelhttp.WithFilter(func(r *http.Request) bool { return r.URL.Path == "/graphql" }),
-	)
-	return telemetry.WithRequestID(traced)
+	var h http.Handler = mux
+	if tel.Tracing() {
+		// The HTTP server span, joining the caller's trace. Its metrics stay
+		// off: listgate_graphql_request_duration_seconds counts requests.
+		h = otelhttp.NewHandler(mux, "listgate",
+			otelhttp.WithTracerProvider(tel.TracerProvider),
+			otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
+			otelhttp.WithFilter(func(r *http.Request) bool { return r.URL.Path == "/graphql" }),
+		)
+	}
+	return telemetry.WithRequestID(h)
 }
 
 // withCORS lets the configured browser origins call the endpoint, and

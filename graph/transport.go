@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -101,6 +102,11 @@ func responseContentType(r *http.Request) string {
 // data alone (the common case) and holds nothing encoding/json would
 // escape (<, >, &, U+2028, U+2029), the data is copied as it is.
 func writeResponse(w io.Writer, resp *graphql.Response) {
+	if resp == nil {
+		// gqlgen gives no response when the client went away mid-request.
+		io.WriteString(w, "null")
+		return
+	}
 	if len(resp.Errors) > 0 || resp.Label != "" || resp.Path != nil || resp.HasNext != nil || len(resp.Extensions) > 0 || len(resp.Data) == 0 || htmlEscaped(resp.Data) {
 		b, err := json.Marshal(resp)
 		if err != nil {
@@ -109,9 +115,14 @@ func writeResponse(w io.Writer, resp *graphql.Response) {
 		w.Write(b)
 		return
 	}
-	io.WriteString(w, `{"data":`)
-	w.Write(resp.Data)
-	io.WriteString(w, "}")
+	// One buffer and a Content-Length: net/http then sends the reply in
+	// one write, not in chunks of its 4 KiB buffer.
+	out := make([]byte, 0, len(resp.Data)+len(`{"data":}`))
+	out = append(append(append(out, `{"data":`...), resp.Data...), '}')
+	if rw, ok := w.(http.ResponseWriter); ok {
+		rw.Header()["Content-Length"] = []string{strconv.Itoa(len(out))}
+	}
+	w.Write(out)
 }
 
 // htmlEscaped reports whether encoding/json would rewrite part of a compact

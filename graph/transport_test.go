@@ -84,3 +84,13 @@ func TestPostTransportMatchesGqlgen(t *testing.T) {
 		})
 	}
 }
+
+// A request whose client went away gets no response from gqlgen; it is
+// written as gqlgen's transport writes it, not as a panic.
+func TestWriteResponseWithoutResponse(t *testing.T) {
+	var b strings.Builder
+	writeResponse(&b, nil)
+	if b.String() != "null" {
+		t.Fatalf("wrote %q", b.String())
+	}
+}

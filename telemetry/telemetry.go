@@ -99,6 +99,12 @@ func Setup(ctx context.Context, getenv func(string) string, opts Options) (*Tele
 	return t, nil
 }
 
+// Tracing reports whether spans are recorded (and exported) at all.
+func (t *Telemetry) Tracing() bool {
+	_, off := t.TracerProvider.(noop.TracerProvider)
+	return !off
+}
+
 // MetricsHandler serves every metric in the Prometheus text format.
 func (t *Telemetry) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// gateway is a listgate process the benchmark starts and measures.
+type gateway struct {
+	cmd  *exec.Cmd
+	base string
+	http *http.Client
+}
+
+var servingRE = regexp.MustCompile(`serving (http://\S+)`)
+
+// startGateway runs the built binary with args on a free loopback port.
+func startGateway(bin string, concurrency int, args ...string) (*gateway, error) {
+	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	m := servingRE.FindStringSubmatch(line)
+	if err != nil || m == nil {
+		cmd.Process.Kill()
+		return nil, fmt.Errorf("gateway did not start: %q %v", line, err)
+	}
+	go io.Copy(io.Discard, out)
+	t := &http.Transport{MaxIdleConns: concurrency * 2, MaxIdleConnsPerHost: concurrency * 2, IdleConnTimeout: time.Minute}
+	return &gateway{cmd: cmd, base: m[1], http: &http.Client{Transport: t, Timeout: 30 * time.Second}}, nil
+}
+
+func (g *gateway) stop() {
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { g.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		g.cmd.Process.Kill()
+	}
+}
+
+// post sends one GraphQL request and returns its body; a response with
+// errors is an error.
+func (g *gateway) post(ctx context.Context, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base+"/graphql", strings.NewReader(string(body)))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := g.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(b), `"errors"`) {
+		return b, fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, b)
+	}
+	return b, nil
+}
+
+// cpu is the CPU time the process has used so far (user and system).
+func (g *gateway) cpu() time.Duration { return processCPU(g.cmd.Process.Pid) }
+
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) start at ") ".
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // clock ticks; 100 per second on Linux
+}
+
+// metric sums the values of a Prometheus series (with a label filter) in
+// the gateway's /metrics.
+func (g *gateway) metric(name, labelFilter string) (float64, error) {
+	resp, err := g.http.Get(g.base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) || !strings.Contains(line, labelFilter) {
+			continue
+		}
+		if rest := line[len(name):]; rest != "" && rest[0] != '{' && rest[0] != ' ' {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum, sc.Err()
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// result is one measured run: how many operations and items it did in how
+// long, and the latency of each operation.
+type result struct {
+	ops, items int
+	errors     int
+	elapsed    time.Duration
+	latencies  []time.Duration
+	cpu        time.Duration // CPU the gateway process used, when there is one
+}
+
+func (r result) opsPerSec() float64   { return float64(r.ops) / r.elapsed.Seconds() }
+func (r result) itemsPerSec() float64 { return float64(r.items) / r.elapsed.Seconds() }
+
+func (r result) percentile(p float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(r.latencies)))) - 1
+	return r.latencies[max(0, min(i, len(r.latencies)-1))]
+}
+
+// op performs one operation with the worker's random source and reports
+// the items it read or wrote.
+type op func(ctx context.Context, rnd *rand.Rand) (items int, err error)
+
+// run keeps concurrency workers doing op for d, bounded in time and in
+// count (at most maxOps operations).
+func run(ctx context.Context, concurrency int, d time.Duration, maxOps int, f op) result {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var (
+		mu  sync.Mutex
+		res result
+		wg  sync.WaitGroup
+	)
+	budget := make(chan struct{}, maxOps)
+	for range maxOps {
+		budget <- struct{}{}
+	}
+	close(budget)
+	start := time.Now()
+	for w := range concurrency {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+			var lat []time.Duration
+			ops, items, errs := 0, 0, 0
+			for range budget {
+				if ctx.Err() != nil {
+					break
+				}
+				t := time.Now()
+				n, err := f(ctx, rnd)
+				if ctx.Err() != nil {
+					break // cut off by the deadline: not a full operation
+				}
+				lat = append(lat, time.Since(t))
+				ops++
+				if err != nil {
+					errs++
+					continue
+				}
+				items += n
+			}
+			mu.Lock()
+			res.ops += ops
+			res.items += items
+			res.errors += errs
+			res.latencies = append(res.latencies, lat...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	slices.Sort(res.latencies)
+	return res
+}
+
+// zipf draws indexes 0..n-1, the low ones far more often (s = 1.1), like
+// the entities of a real workload. The draws are made once, up front.
+type zipf []int
+
+func newZipf(n int) zipf {
+	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, uint64(n-1))
+	draws := make(zipf, 1<<16)
+	for i := range draws {
+		draws[i] = int(z.Uint64())
+	}
+	return draws
+}
+
+func (z zipf) draw(rnd *rand.Rand) int { return z[rnd.IntN(len(z))] }
+
+// median returns the run with the median throughput.
+func median(rs []result) result {
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(a, b result) int {
+		switch {
+		case a.opsPerSec() < b.opsPerSec():
+			return -1
+		case a.opsPerSec() > b.opsPerSec():
+			return 1
+		}
+		return 0
+	})
+	return s[len(s)/2]
+}

@@ -1,0 +1,86 @@
+// Command bench measures the gateway against the database it fronts, in
+// one run on one machine: list reads and adds through the GraphQL endpoint
+// against the same statements issued directly with gocql (and against the
+// embedded store's own calls), one request for many entities' lists
+// against many requests, and each remove-by-value strategy. It prints a
+// table, and writes it with the machine and the parameters to
+// BENCHMARKS.md and bench/results.json.
+//
+//	go run ./bench --cql-hosts 127.0.0.1:9042     (make bench starts Cassandra first)
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+type config struct {
+	cqlHosts    string
+	duration    time.Duration
+	concurrency int
+	runs        int
+	out, json   string
+	quick       bool
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.cqlHosts, "cql-hosts", "", "CQL contact points of the database to measure against (required)")
+	flag.DurationVar(&c.duration, "duration", 3*time.Second, "length of each measured run")
+	flag.IntVar(&c.concurrency, "concurrency", 32, "requests in flight during throughput runs")
+	flag.IntVar(&c.runs, "runs", 3, "runs of each measurement; medians are reported")
+	flag.StringVar(&c.out, "out", "BENCHMARKS.md", "Markdown report")
+	flag.StringVar(&c.json, "json", "bench/results.json", "JSON report")
+	flag.BoolVar(&c.quick, "quick", false, "a short run with small lists, to check the harness (reports go to .run/)")
+	flag.Parse()
+	if c.cqlHosts == "" {
+		log.Fatal("--cql-hosts is required (make bench starts a Cassandra node and passes it)")
+	}
+	if c.quick {
+		c.duration, c.runs = 500*time.Millisecond, 1
+		c.out, c.json = filepath.Join(".run", "BENCHMARKS.quick.md"), filepath.Join(".run", "results.quick.json")
+	}
+	began := time.Now()
+	rep, err := measure(context.Background(), c)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rep.Took = time.Since(began).Round(time.Second).String()
+	if err := rep.write(c.out, c.json); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("\nwrote %s and %s in %s\n", c.out, c.json, rep.Took)
+}
+
+// build compiles the gateway, so that it runs as its own process.
+func build() (string, error) {
+	bin, err := filepath.Abs(filepath.Join(".run", "bench", "listgate"))
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return bin, cmd.Run()
+}
+
+func machine() string {
+	host, _ := os.Hostname()
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if len(line) > 10 && line[:10] == "model name" {
+				model = line[len("model name\t: "):]
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s: %d cores (%s), %s, %s/%s", host, runtime.NumCPU(), model, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
