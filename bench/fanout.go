@@ -23,6 +23,8 @@ type fanOutResult struct {
 	SeparateP50Ms     float64 `json:"separate_requests_p50_ms"`
 	SeparateP99Ms     float64 `json:"separate_requests_p99_ms"`
 	StatementsPerReq  float64 `json:"cql_statements_per_request"`
+	GatewayCPUMs      float64 `json:"one_request_gateway_cpu_ms"`
+	DatabaseCPUMs     float64 `json:"one_request_database_cpu_ms"`
 	RatioTo1EntityP50 float64 `json:"p50_ratio_to_1_entity"`
 }
 
@@ -31,7 +33,7 @@ const entitiesQuery = `query Many($ids: [ID!]!) { entities(type: "user", entityI
 // fanOut measures, one request at a time, the latency of reading n
 // distinct 10-item lists in one request and in n concurrent requests, and
 // counts the CQL statements the one request costs.
-func fanOut(ctx context.Context, c config, g *gateway, n int) fanOutResult {
+func fanOut(ctx context.Context, c config, g *gateway, database int, n int) fanOutResult {
 	class := classes[0]
 	n = min(n, class.entities)
 	ids := func(rnd *rand.Rand) []string {
@@ -69,28 +71,32 @@ func fanOut(ctx context.Context, c config, g *gateway, n int) fanOutResult {
 		return n, <-errs
 	}
 	var ones, seps []result
-	statementsBefore, _ := g.metric("listgate_cql_statement_duration_seconds_count", `db_operation_name="SELECT list_items"`)
+	m := meter{gateway: g.cmd.Process.Pid, database: database}
 	for i := range c.runs {
 		if i%2 == 0 {
-			ones = append(ones, run(ctx, 1, c.duration, 1<<20, one))
-			seps = append(seps, run(ctx, 1, c.duration, 1<<20, separate))
+			ones = append(ones, run(ctx, m, 1, c.duration, 1<<20, one))
+			seps = append(seps, run(ctx, m, 1, c.duration, 1<<20, separate))
 		} else {
-			seps = append(seps, run(ctx, 1, c.duration, 1<<20, separate))
-			ones = append(ones, run(ctx, 1, c.duration, 1<<20, one))
+			seps = append(seps, run(ctx, m, 1, c.duration, 1<<20, separate))
+			ones = append(ones, run(ctx, m, 1, c.duration, 1<<20, one))
 		}
 	}
-	statementsAfter, _ := g.metric("listgate_cql_statement_duration_seconds_count", `db_operation_name="SELECT list_items"`)
-	oneOps, sepOps := 0, 0
-	for i := range ones {
-		oneOps += ones[i].ops
-		sepOps += seps[i].ops
+	// Statements of one request, counted alone, once the runs' last
+	// (cut-off) requests are done.
+	time.Sleep(500 * time.Millisecond)
+	statementsBefore, _ := g.metric("listgate_cql_statement_duration_seconds_count", `db_operation_name="SELECT list_items"`)
+	if _, err := one(ctx, rand.New(rand.NewPCG(3, 4))); err != nil {
+		fmt.Println("fan-out request:", err)
 	}
+	statementsAfter, _ := g.metric("listgate_cql_statement_duration_seconds_count", `db_operation_name="SELECT list_items"`)
 	o, s := median(ones), median(seps)
+	_, gwCPU, dbCPU := o.perOp()
 	return fanOutResult{
 		Entities:        n,
 		OneRequestP50Ms: ms(o.percentile(0.5)), OneRequestP99Ms: ms(o.percentile(0.99)),
 		SeparateP50Ms: ms(s.percentile(0.5)), SeparateP99Ms: ms(s.percentile(0.99)),
-		StatementsPerReq: (statementsAfter - statementsBefore - float64(sepOps*n)) / float64(oneOps),
+		StatementsPerReq: statementsAfter - statementsBefore,
+		GatewayCPUMs:     gwCPU / 1000, DatabaseCPUMs: dbCPU / 1000,
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -60,7 +61,7 @@ func (g *gateway) stop() {
 // post sends one GraphQL request and returns its body; a response with
 // errors is an error.
 func (g *gateway) post(ctx context.Context, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base+"/graphql", strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base+"/graphql", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -79,9 +80,6 @@ func (g *gateway) post(ctx context.Context, body []byte) ([]byte, error) {
 	}
 	return b, nil
 }
-
-// cpu is the CPU time the process has used so far (user and system).
-func (g *gateway) cpu() time.Duration { return processCPU(g.cmd.Process.Pid) }
 
 func processCPU(pid int) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

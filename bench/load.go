@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -16,7 +17,19 @@ type result struct {
 	errors     int
 	elapsed    time.Duration
 	latencies  []time.Duration
-	cpu        time.Duration // CPU the gateway process used, when there is one
+	cpu        cpuUse
+}
+
+// cpuUse is the CPU each process used during a run.
+type cpuUse struct{ client, gateway, database time.Duration }
+
+// perOp is the CPU of each process per operation, in microseconds.
+func (r result) perOp() (client, gateway, database float64) {
+	if r.ops == 0 {
+		return 0, 0, 0
+	}
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.ops) }
+	return us(r.cpu.client), us(r.cpu.gateway), us(r.cpu.database)
 }
 
 func (r result) opsPerSec() float64   { return float64(r.ops) / r.elapsed.Seconds() }
@@ -34,9 +47,24 @@ func (r result) percentile(p float64) time.Duration {
 // the items it read or wrote.
 type op func(ctx context.Context, rnd *rand.Rand) (items int, err error)
 
+// meter samples the CPU of the processes a run involves.
+type meter struct{ gateway, database int } // pids; 0 when there is none
+
+func (m meter) sample() cpuUse {
+	u := cpuUse{client: processCPU(os.Getpid())}
+	if m.gateway != 0 {
+		u.gateway = processCPU(m.gateway)
+	}
+	if m.database != 0 {
+		u.database = processCPU(m.database)
+	}
+	return u
+}
+
 // run keeps concurrency workers doing op for d, bounded in time and in
-// count (at most maxOps operations).
-func run(ctx context.Context, concurrency int, d time.Duration, maxOps int, f op) result {
+// count (at most maxOps operations), and measures the CPU of m's processes.
+func run(ctx context.Context, m meter, concurrency int, d time.Duration, maxOps int, f op) result {
+	before := m.sample()
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var (
@@ -82,6 +110,8 @@ func run(ctx context.Context, concurrency int, d time.Duration, maxOps int, f op
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	after := m.sample()
+	res.cpu = cpuUse{after.client - before.client, after.gateway - before.gateway, after.database - before.database}
 	slices.Sort(res.latencies)
 	return res
 }

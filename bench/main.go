@@ -29,6 +29,20 @@ type config struct {
 	runs        int
 	out, json   string
 	quick       bool
+	only        string
+}
+
+// does reports whether the run includes a group of scenarios.
+func (c config) does(group string) bool {
+	if c.only == "" {
+		return true
+	}
+	for _, g := range strings.Split(c.only, ",") {
+		if g == group {
+			return true
+		}
+	}
+	return false
 }
 
 func main() {
@@ -39,6 +53,7 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 3, "runs of each measurement; medians are reported")
 	flag.StringVar(&c.out, "out", "BENCHMARKS.md", "Markdown report")
 	flag.StringVar(&c.json, "json", "bench/results.json", "JSON report")
+	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: reads, adds, fanout, removes, embedded (for tuning; reports go to .run/)")
 	flag.BoolVar(&c.quick, "quick", false, "a short run with small lists, to check the harness (reports go to .run/)")
 	flag.Parse()
 	if c.cqlHosts == "" {
@@ -46,7 +61,9 @@ func main() {
 	}
 	if c.quick {
 		c.duration, c.runs = 500*time.Millisecond, 1
-		c.out, c.json = filepath.Join(".run", "BENCHMARKS.quick.md"), filepath.Join(".run", "results.quick.json")
+	}
+	if c.quick || c.only != "" {
+		c.out, c.json = filepath.Join(".run", "BENCHMARKS.partial.md"), filepath.Join(".run", "results.partial.json")
 	}
 	began := time.Now()
 	rep, err := measure(context.Background(), c)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -78,24 +79,38 @@ func measure(ctx context.Context, c config) (*report, error) {
 	defer gw.stop()
 
 	raw := rawCQL{session: session, keyspace: keyspace, feature: feature, writeFeature: writeFeature}
+	dbPid := cassandraPid(hosts)
 	for _, class := range classes {
+		if !c.does("reads") {
+			break
+		}
 		log("reads of %s (CQL)", class.name)
-		rep.add(compare(ctx, c, "Get List Items, "+class.name+", limit 100", "CQL", gw,
+		rep.add(compare(ctx, c, "Get List Items, "+class.name+", limit 100", "CQL", gw, dbPid,
 			raw.read(class), gatewayRead(gw, class)))
 	}
 	for _, n := range []int{1, 10, 100} {
+		if !c.does("adds") {
+			break
+		}
 		log("adds of %d items (CQL)", n)
-		rep.add(compare(ctx, c, fmt.Sprintf("Add List Items, %d per call", n), "CQL", gw,
+		rep.add(compare(ctx, c, fmt.Sprintf("Add List Items, %d per call", n), "CQL", gw, dbPid,
 			raw.add(n), gatewayAdd(gw, n)))
 	}
 	for _, n := range []int{1, 10, 100} {
+		if !c.does("fanout") {
+			break
+		}
 		log("fan-out to %d entities", n)
-		rep.FanOut = append(rep.FanOut, fanOut(ctx, c, gw, n))
+		rep.FanOut = append(rep.FanOut, fanOut(ctx, c, gw, dbPid, n))
 	}
-	log("remove by value")
-	rep.Removes, err = removes(ctx, c, hosts, keyspace)
-	if err != nil {
-		return nil, err
+	if c.does("removes") {
+		log("remove by value")
+		if rep.Removes, err = removes(ctx, c, hosts, keyspace); err != nil {
+			return nil, err
+		}
+	}
+	if !c.does("embedded") {
+		return rep, nil
 	}
 
 	// The embedded store: one copy for the gateway, one for direct calls.
@@ -130,12 +145,12 @@ func measure(ctx context.Context, c config) (*report, error) {
 	emb := storeCalls{s: direct, feature: directFeature, writeFeature: directWrite}
 	for _, class := range classes {
 		log("reads of %s (embedded)", class.name)
-		rep.add(compare(ctx, c, "Get List Items, "+class.name+", limit 100", "embedded", egw,
+		rep.add(compare(ctx, c, "Get List Items, "+class.name+", limit 100", "embedded", egw, 0,
 			emb.read(class), gatewayRead(egw, class)))
 	}
 	for _, n := range []int{1, 10, 100} {
 		log("adds of %d items (embedded)", n)
-		rep.add(compare(ctx, c, fmt.Sprintf("Add List Items, %d per call", n), "embedded", egw,
+		rep.add(compare(ctx, c, fmt.Sprintf("Add List Items, %d per call", n), "embedded", egw, 0,
 			emb.add(n), gatewayAdd(egw, n)))
 	}
 	return rep, nil
@@ -293,9 +308,13 @@ const readQuery = `query Read($id: ID!) { listItems(entityType: "user", entityId
 
 func gatewayRead(g *gateway, class listClass) op {
 	z := newZipf(class.entities)
+	// Request bodies are made up front, as the gocql side's statements are.
+	bodies := make([][]byte, class.entities)
+	for i := range bodies {
+		bodies[i], _ = json.Marshal(map[string]any{"query": readQuery, "variables": map[string]string{"id": entityID(class, i)}})
+	}
 	return func(ctx context.Context, rnd *rand.Rand) (int, error) {
-		body, _ := json.Marshal(map[string]any{"query": readQuery, "variables": map[string]string{"id": entityID(class, z.draw(rnd))}})
-		b, err := g.post(ctx, body)
+		b, err := g.post(ctx, bodies[z.draw(rnd)])
 		return bytes.Count(b, []byte(`"cursor":`)), err
 	}
 }
@@ -316,24 +335,36 @@ func gatewayAdd(g *gateway, n int) op {
 }
 
 // compare measures a baseline and the gateway on the same operation, runs
-// times each, alternating which goes first.
-func compare(ctx context.Context, c config, name, db string, g *gateway, base, gw op) comparison {
+// times each, alternating which goes first. database is the pid of the
+// database process (0: none, or unknown).
+func compare(ctx context.Context, c config, name, db string, g *gateway, database int, base, gw op) comparison {
 	var bases, gws []result
-	maxOps := 1 << 22
+	const maxOps = 1 << 22
 	for i := range c.runs {
-		measureGateway := func() {
-			cpu := g.cpu()
-			r := run(ctx, c.concurrency, c.duration, maxOps, gw)
-			r.cpu = g.cpu() - cpu
-			gws = append(gws, r)
+		b := func() {
+			bases = append(bases, run(ctx, meter{database: database}, c.concurrency, c.duration, maxOps, base))
+		}
+		w := func() {
+			gws = append(gws, run(ctx, meter{gateway: g.cmd.Process.Pid, database: database}, c.concurrency, c.duration, maxOps, gw))
 		}
 		if i%2 == 0 {
-			bases = append(bases, run(ctx, c.concurrency, c.duration, maxOps, base))
-			measureGateway()
+			b()
+			w()
 		} else {
-			measureGateway()
-			bases = append(bases, run(ctx, c.concurrency, c.duration, maxOps, base))
+			w()
+			b()
 		}
 	}
 	return newComparison(name, db, bases, gws)
+}
+
+// cassandraPid finds the node scripts/cassandra started on the first host.
+func cassandraPid(hosts []string) int {
+	host, _, _ := strings.Cut(hosts[0], ":")
+	b, err := os.ReadFile(filepath.Join(".run", "cassandra", host, "pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
 }

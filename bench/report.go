@@ -26,7 +26,11 @@ type comparison struct {
 	GWP99Ms         float64   `json:"gateway_p99_ms"`
 	GWP999Ms        float64   `json:"gateway_p999_ms"`
 	GWCPUPerReqUs   float64   `json:"gateway_cpu_us_per_request"`
-	Errors          int       `json:"errors"`
+	// CPU per request, in µs, of the load generator (the gocql or HTTP
+	// client), the gateway and the database, on each side.
+	BaseCPU [3]float64 `json:"baseline_cpu_us_per_request_client_gateway_database"`
+	GWCPU   [3]float64 `json:"gateway_cpu_us_per_request_client_gateway_database"`
+	Errors  int        `json:"errors"`
 }
 
 func newComparison(name, db string, bases, gws []result) comparison {
@@ -47,9 +51,9 @@ func newComparison(name, db string, bases, gws []result) comparison {
 		}
 		c.Errors += bases[i].errors + gws[i].errors
 	}
-	if g.ops > 0 {
-		c.GWCPUPerReqUs = float64(g.cpu.Microseconds()) / float64(g.ops)
-	}
+	c.BaseCPU[0], c.BaseCPU[1], c.BaseCPU[2] = b.perOp()
+	c.GWCPU[0], c.GWCPU[1], c.GWCPU[2] = g.perOp()
+	c.GWCPUPerReqUs = c.GWCPU[1]
 	return c
 }
 
@@ -85,20 +89,21 @@ func (r *report) write(mdPath, jsonPath string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Benchmarks\n\nThe latest full run of `%s` (bench/, about %s). Machine: %s. Run on %s.\n\n", r.Command, r.Took, r.Machine, r.Date[:10])
 	fmt.Fprintf(&b, "Every figure is the median of %d runs of %s each, baseline and gateway alternating; throughput runs keep %d requests in flight, on loopback, with the load generator, the gateway and the database sharing the machine's cores. The baseline is the same single-partition statement issued directly with gocql (CQL), or the embedded store's own call; the gateway is the GraphQL endpoint of a separate `listgate` process. Reads ask for 100 items (`items { value timestamp cursor }`) of a list drawn Zipf-like (s = 1.1); adds write to 1,000 lists drawn the same way.\n\n", r.Runs, r.Duration, r.Concurrency)
-	b.WriteString("| scenario | store | baseline items/s | gateway items/s | gateway / baseline (runs) | baseline p50 / p99 / p99.9 ms | gateway p50 / p99 / p99.9 ms | gateway CPU µs/request |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| scenario | store | baseline items/s | gateway items/s | gateway / baseline (runs) | baseline p50 / p99 / p99.9 ms | gateway p50 / p99 / p99.9 ms | CPU µs/request, baseline: client + db | CPU µs/request, gateway: client + gateway + db |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Comparisons {
 		var runs []string
 		for _, x := range c.RunRatios {
 			runs = append(runs, fmt.Sprintf("%.2f", x))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | **%.2f** (%s) | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.0f |\n",
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | **%.2f** (%s) | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.0f + %.0f | %.0f + %.0f + %.0f |\n",
 			c.Name, c.Database, c.BaseItemsPerSec, c.GWItemsPerSec, c.Ratio, strings.Join(runs, ", "),
-			c.BaseP50Ms, c.BaseP99Ms, c.BaseP999Ms, c.GWP50Ms, c.GWP99Ms, c.GWP999Ms, c.GWCPUPerReqUs)
+			c.BaseP50Ms, c.BaseP99Ms, c.BaseP999Ms, c.GWP50Ms, c.GWP99Ms, c.GWP999Ms,
+			c.BaseCPU[0], c.BaseCPU[2], c.GWCPU[0], c.GWCPU[1], c.GWCPU[2])
 	}
 	b.WriteString("\n## One request for many entities' lists\n\nOne `entities(…) { list(limit: 10) }` request against the same lists read by as many `listItems` requests sent at once; one request at a time, CQL store.\n\n")
-	b.WriteString("| entities | one request p50 / p99 ms | separate requests p50 / p99 ms | CQL statements per request | p50 / 1-entity p50 |\n|---|---|---|---|---|\n")
+	b.WriteString("| entities | one request p50 / p99 ms | separate requests p50 / p99 ms | CQL statements per request | p50 / 1-entity p50 | CPU ms per one request: gateway + database |\n|---|---|---|---|---|---|\n")
 	for _, f := range r.FanOut {
-		fmt.Fprintf(&b, "| %d | %.2f / %.2f | %.2f / %.2f | %.1f | %.2f |\n", f.Entities, f.OneRequestP50Ms, f.OneRequestP99Ms, f.SeparateP50Ms, f.SeparateP99Ms, f.StatementsPerReq, f.RatioTo1EntityP50)
+		fmt.Fprintf(&b, "| %d | %.2f / %.2f | %.2f / %.2f | %.0f | %.2f | %.2f + %.2f |\n", f.Entities, f.OneRequestP50Ms, f.OneRequestP99Ms, f.SeparateP50Ms, f.SeparateP99Ms, f.StatementsPerReq, f.RatioTo1EntityP50, f.GatewayCPUMs, f.DatabaseCPUMs)
 	}
 	b.WriteString("\n## Remove List Items with Value\n\nOne call at a time through the store, removing a value held at three timestamps.\n\n| strategy | list size | p50 ms | p99 ms |\n|---|---|---|---|\n")
 	for _, x := range r.Removes {
