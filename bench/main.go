@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -30,6 +31,8 @@ type config struct {
 	out, json   string
 	quick       bool
 	only        string
+	gatewayBin  string
+	render      bool
 }
 
 // does reports whether the run includes a group of scenarios.
@@ -54,15 +57,31 @@ func main() {
 	flag.StringVar(&c.out, "out", "BENCHMARKS.md", "Markdown report")
 	flag.StringVar(&c.json, "json", "bench/results.json", "JSON report")
 	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: reads, adds, fanout, removes, embedded (for tuning; reports go to .run/)")
+	flag.StringVar(&c.gatewayBin, "gateway-bin", "", "measure this listgate binary instead of building the working tree (to compare commits; reports go to .run/)")
+	flag.BoolVar(&c.render, "render", false, "only write --out again from --json (after a change of the report's text)")
 	flag.BoolVar(&c.quick, "quick", false, "a short run with small lists, to check the harness (reports go to .run/)")
 	flag.Parse()
+	if c.render {
+		var rep report
+		b, err := os.ReadFile(c.json)
+		if err == nil {
+			err = json.Unmarshal(b, &rep)
+		}
+		if err == nil {
+			err = rep.write(c.out, c.json)
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if c.cqlHosts == "" {
 		log.Fatal("--cql-hosts is required (make bench starts a Cassandra node and passes it)")
 	}
 	if c.quick {
 		c.duration, c.runs = 500*time.Millisecond, 1
 	}
-	if c.quick || c.only != "" {
+	if c.quick || c.only != "" || c.gatewayBin != "" {
 		c.out, c.json = filepath.Join(".run", "BENCHMARKS.partial.md"), filepath.Join(".run", "results.partial.json")
 	}
 	began := time.Now()

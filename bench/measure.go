@@ -48,9 +48,12 @@ func measure(ctx context.Context, c config) (*report, error) {
 	if c.quick {
 		classes = []listClass{{"10-item lists", 10, 200}, {"1,000-item lists", 1000, 3}}
 	}
-	bin, err := build()
-	if err != nil {
-		return nil, fmt.Errorf("building the gateway: %w", err)
+	bin := c.gatewayBin
+	if bin == "" {
+		var err error
+		if bin, err = build(); err != nil {
+			return nil, fmt.Errorf("building the gateway: %w", err)
+		}
 	}
 	keyspace := fmt.Sprintf("listgate_bench_%d", time.Now().Unix())
 	hosts := strings.Split(c.cqlHosts, ",")
