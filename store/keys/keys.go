@@ -73,7 +73,8 @@ func appendTimestamp(dst []byte, ts int64) []byte {
 	for i := range digits {
 		digits[i] = '0'
 	}
-	s := strconv.AppendInt(digits[:0:0], ts, 10)
+	var tmp [20]byte
+	s := strconv.AppendInt(tmp[:0], ts, 10)
 	copy(digits[TimestampDigits-len(s):], s)
 	return append(dst, digits[:]...)
 }
@@ -103,8 +104,8 @@ func ParseItemKey(key string) (int64, error) {
 	if err != nil || ts < 0 || key[0] == '+' || key[0] == '-' {
 		return 0, invalid("cursor %q: timestamp part is not 19 digits", truncate(key))
 	}
-	hash := key[TimestampDigits+1:]
-	if n, err := base64.StdEncoding.DecodeString(hash); err != nil || len(n) != md5.Size {
+	var sum [md5.Size + 2]byte
+	if n, err := base64.StdEncoding.Decode(sum[:], []byte(key[TimestampDigits+1:])); err != nil || n != md5.Size {
 		return 0, invalid("cursor %q: hash part is not a base64 MD5", truncate(key))
 	}
 	return ts, nil
