@@ -11,16 +11,25 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
 )
 
 // config is every setting, read once at start-up from flags and from
 // LISTGATE_* environment variables (a flag wins over its variable).
 type config struct {
+	Mode    string // dev or prod
 	Listen  string
 	DataDir string
+
+	APIKeys     []string
+	JWTKeysFile string
+	JWTIssuer   string
+	JWTAudience string
+	StoreLimits store.Limits
 
 	CQLHosts            []string
 	CQLKeyspace         string
@@ -59,6 +68,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	var c config
 	fs := flag.NewFlagSet("listgate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.StringVar(&c.Mode, "mode", "dev", "dev: auth optional, playground and introspection on; prod: refuses to start without auth, playground and introspection off unless set, JSON logs")
+	apiKeys := fs.String("api-keys", "", `API keys, ";"-separated entries "name sha256-hex scope[,scope…]" (the key's SHA-256, never the key)`)
+	apiKeysFile := fs.String("api-keys-file", "", "file of API keys, one entry per line as in --api-keys")
+	fs.StringVar(&c.JWTKeysFile, "jwt-keys-file", "", "PEM file of the public keys (RSA, ECDSA, Ed25519) that sign valid JWTs")
+	fs.StringVar(&c.JWTIssuer, "jwt-issuer", "", "iss a JWT must carry (empty: any)")
+	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "aud a JWT must carry (empty: any)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
 	fs.StringVar(&c.DataDir, "data-dir", "./data", "folder of the embedded store, used when no CQL hosts are set")
 	hosts := fs.String("cql-hosts", "", "ScyllaDB or Cassandra contact points, comma separated (host or host:port); empty runs the embedded store")
@@ -79,6 +94,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.Loader.Concurrency, "loader-concurrency", graph.DefaultLoaderConfig.Concurrency, "queries one loader batch runs at once")
 	fs.IntVar(&c.Limits.MaxListLimit, "max-list-limit", graph.DefaultLimits.MaxListLimit, "largest limit of one list")
 	fs.IntVar(&c.Limits.MaxEntities, "max-entities", graph.DefaultLimits.MaxEntities, "most entity ids in one entities query")
+	fs.IntVar(&c.Limits.MaxDepth, "max-depth", graph.DefaultLimits.MaxDepth, "deepest nesting of fields in one operation")
+	fs.IntVar(&c.Limits.MaxComplexity, "max-complexity", graph.DefaultLimits.MaxComplexity, "largest operation complexity (a list counts its fields times its limit)")
+	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", graph.DefaultLimits.MaxBodyBytes, "largest request body")
+	fs.DurationVar(&c.Limits.RequestTimeout, "request-timeout", graph.DefaultLimits.RequestTimeout, "deadline of one request, passed down to every CQL statement")
+	fs.IntVar(&c.Limits.APQCacheSize, "apq-cache-size", graph.DefaultLimits.APQCacheSize, "automatic persisted queries kept")
+	fs.IntVar(&c.StoreLimits.MaxAddItems, "max-add-items", 1000, "most items in one addListItems")
+	fs.IntVar(&c.StoreLimits.MaxValueBytes, "max-value-bytes", store.DefaultLimits.MaxValueBytes, "largest item value, in bytes (at most 65000: Cassandra cannot index more)")
 	fs.BoolVar(&c.Introspection, "introspection", true, "answer GraphQL introspection queries")
 	fs.BoolVar(&c.Playground, "playground", true, "serve GraphQL Playground (GraphiQL) at /")
 	origins := fs.String("cors-origins", "", "browser origins allowed to call /graphql, comma separated (e.g. https://app.example.com); * allows any")
@@ -109,6 +131,39 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	explicit := func(name string) bool { return set[name] || getenv(envName(name)) != "" }
+	switch c.Mode {
+	case "dev":
+	case "prod":
+		// Production shows nothing it was not asked to.
+		if !explicit("playground") {
+			c.Playground = false
+		}
+		if !explicit("introspection") {
+			c.Introspection = false
+		}
+		if !explicit("log-format") {
+			c.LogFormat = "json"
+		}
+	default:
+		return c, fmt.Errorf("--mode %q: must be dev or prod", c.Mode)
+	}
+	for _, entry := range strings.Split(*apiKeys, ";") {
+		if entry = strings.TrimSpace(entry); entry != "" {
+			c.APIKeys = append(c.APIKeys, entry)
+		}
+	}
+	if *apiKeysFile != "" {
+		lines, err := auth.ReadAPIKeys(*apiKeysFile)
+		if err != nil {
+			return c, fmt.Errorf("--api-keys-file: %w", err)
+		}
+		c.APIKeys = append(c.APIKeys, lines...)
+	}
+	if c.Mode == "prod" && len(c.APIKeys) == 0 && c.JWTKeysFile == "" {
+		return c, fmt.Errorf("--mode prod needs authentication: set --api-keys, --api-keys-file or --jwt-keys-file")
+	}
+	c.StoreLimits.MaxAddBytes = store.DefaultLimits.MaxAddBytes
 
 	for _, h := range strings.Split(*hosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
@@ -142,6 +197,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("--max-list-limit %d: must be from 1 to 10000", c.Limits.MaxListLimit)
 	case c.Limits.MaxEntities < 1:
 		return c, fmt.Errorf("--max-entities %d: must be 1 or more", c.Limits.MaxEntities)
+	case c.Limits.MaxDepth < 3 || c.Limits.MaxComplexity < 1 || c.Limits.MaxBodyBytes < 1024 || c.Limits.RequestTimeout <= 0 || c.Limits.APQCacheSize < 1:
+		return c, fmt.Errorf("limits: --max-depth must be 3 or more, --max-complexity and --apq-cache-size 1 or more, --max-body-bytes 1024 or more, --request-timeout above 0")
+	case c.StoreLimits.MaxAddItems < 1 || c.StoreLimits.MaxAddItems > store.DefaultLimits.MaxAddItems:
+		return c, fmt.Errorf("--max-add-items %d: must be from 1 to %d", c.StoreLimits.MaxAddItems, store.DefaultLimits.MaxAddItems)
+	case c.StoreLimits.MaxValueBytes < 1 || c.StoreLimits.MaxValueBytes > 65000:
+		return c, fmt.Errorf("--max-value-bytes %d: must be from 1 to 65000", c.StoreLimits.MaxValueBytes)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return c, fmt.Errorf("--log-format %q: must be text or json", c.LogFormat)
 	case c.CQLConnections < 1 || c.CQLTimeout <= 0:

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/playground"
@@ -80,12 +81,16 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	if err != nil {
 		return err
 	}
+	authn, err := newAuthenticator(cfg)
+	if err != nil {
+		return err
+	}
 	catalogCtx, stopCatalog := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCatalog()
 	go catalog.Run(catalogCtx, cfg.FeatureRefresh)
 
 	gql, err := graph.NewHandler(graph.Config{
-		Store: st, Catalog: catalog, Loader: cfg.Loader, Limits: cfg.Limits,
+		Store: st, Catalog: catalog, Auth: authn, Loader: cfg.Loader, Limits: cfg.Limits,
 		Introspection: cfg.Introspection, Log: log,
 		TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider,
 	})
@@ -129,11 +134,24 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	return nil
 }
 
+// newAuthenticator reads the configured API keys and JWT keys.
+func newAuthenticator(cfg config) (*auth.Authenticator, error) {
+	ac := auth.Config{APIKeys: cfg.APIKeys, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience}
+	if cfg.JWTKeysFile != "" {
+		b, err := os.ReadFile(cfg.JWTKeysFile)
+		if err != nil {
+			return nil, fmt.Errorf("--jwt-keys-file: %w", err)
+		}
+		ac.JWTKeys = b
+	}
+	return auth.New(ac)
+}
+
 // openStore opens the CQL store when hosts are configured (migrating the
 // schema if asked), else the embedded store in the data folder.
 func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger) (store.Store, error) {
 	if len(cfg.CQLHosts) == 0 {
-		return embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute})
+		return embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute, Limits: cfg.StoreLimits})
 	}
 	c := cql.DefaultConfig()
 	c.Hosts = cfg.CQLHosts
@@ -144,6 +162,7 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 	c.Timeout = cfg.CQLTimeout
 	c.NumConns = cfg.CQLConnections
 	c.RemoveStrategy = cfg.CQLRemoveStrategy
+	c.Limits = cfg.StoreLimits
 	c.TracerProvider, c.MeterProvider = tel.TracerProvider, tel.MeterProvider
 	c.SlowQuery, c.Log = cfg.SlowQuery, log
 	s, err := cql.Open(ctx, c)

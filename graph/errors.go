@@ -10,6 +10,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/store"
 )
 
@@ -67,6 +68,10 @@ func classify(err error) string {
 		return CodeBadUserInput
 	case errors.Is(err, store.ErrNotFound):
 		return CodeNotFound
+	case errors.Is(err, errForbidden):
+		return CodeForbidden
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return CodeUnauthenticated
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return CodeUnavailable
 	}

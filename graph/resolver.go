@@ -5,6 +5,8 @@ package graph
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -20,24 +22,36 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph/exec"
 	"github.com/listgate/listgate/store"
 )
 
-// Limits bound what one request may ask for.
+// Limits bound what one request may ask for. Each has a safe default and
+// a flag; going past one is a clear BAD_USER_INPUT error, and nothing runs.
 type Limits struct {
-	MaxListLimit int // largest `limit` of one list
-	MaxEntities  int // most entity ids in one `entities`
+	MaxListLimit   int           // largest `limit` of one list
+	MaxEntities    int           // most entity ids in one `entities`
+	MaxDepth       int           // deepest nesting of fields
+	MaxComplexity  int           // a list costs its fields times its limit
+	MaxBodyBytes   int64         // largest request body
+	RequestTimeout time.Duration // a request's deadline, passed down to every CQL statement
+	APQCacheSize   int           // automatic persisted queries kept
 }
 
-// DefaultLimits are safe defaults.
-var DefaultLimits = Limits{MaxListLimit: 1000, MaxEntities: 1000}
+// DefaultLimits are safe defaults: 100 entities' lists of 100 items each
+// fit the complexity limit.
+var DefaultLimits = Limits{
+	MaxListLimit: 1000, MaxEntities: 1000, MaxDepth: 10, MaxComplexity: 100_000,
+	MaxBodyBytes: 1 << 20, RequestTimeout: 10 * time.Second, APQCacheSize: 1000,
+}
 
 // Config is what the gateway is built from.
 type Config struct {
 	Store         store.Store
 	Catalog       *features.Catalog
+	Auth          *auth.Authenticator
 	Loader        LoaderConfig
 	Limits        Limits
 	Introspection bool
@@ -87,14 +101,18 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 		return nil, err
 	}
 	r := &Resolver{store: cfg.Store, catalog: cfg.Catalog, limits: cfg.Limits, now: cfg.Now}
-	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r}))
+	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r, Complexity: complexity()}))
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(postTransport)
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	if cfg.Introspection {
 		srv.Use(extension.Introspection{})
 	}
-	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](1000)})
+	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](cfg.Limits.APQCacheSize)})
+	// Before anything runs: who may, how deep, how much.
+	srv.Use(&authorization{})
+	srv.Use(depthLimit{cfg.Limits.MaxDepth})
+	srv.Use(extension.FixedComplexityLimit(cfg.Limits.MaxComplexity))
 	srv.Use(operationTracing{tracer})
 	if _, off := cfg.TracerProvider.(tracenoop.TracerProvider); !off {
 		// Every field of every item passes this interceptor; add it only
@@ -103,21 +121,38 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	}
 	srv.SetErrorPresenter(errorPresenter(cfg.Log))
 	srv.SetRecoverFunc(recoverPanic(cfg.Log))
-	return &endpoint{gql: srv, loader: loader, requests: requests}, nil
+	if cfg.Auth == nil {
+		if cfg.Auth, err = auth.New(auth.Config{}); err != nil {
+			return nil, err
+		}
+	}
+	return &endpoint{gql: srv, loader: loader, requests: requests, auth: cfg.Auth, limits: cfg.Limits}, nil
 }
 
-// endpoint gives every request its state, then counts, times and logs it.
+// endpoint authenticates every request and gives it its state and its
+// deadline, then counts, times and logs it.
 type endpoint struct {
 	gql      http.Handler
 	loader   *listLoader
 	requests *requestObserver
+	auth     *auth.Authenticator
+	limits   Limits
 }
 
-// request is what one GraphQL request carries in its context: what it
-// learns about itself, for its log line and metrics, and its loaders.
+// request is what one GraphQL request carries in its context: its caller,
+// what it learns about itself (for its log line and metrics), and its
+// loaders.
 type request struct {
-	info    requestInfo
-	loaders loaders
+	principal *auth.Principal
+	info      requestInfo
+	loaders   loaders
+}
+
+func principalFrom(ctx context.Context) *auth.Principal {
+	if r := requestFrom(ctx); r != nil {
+		return r.principal
+	}
+	return nil
 }
 
 type requestKey struct{}
@@ -131,6 +166,34 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	req := &request{loaders: loaders{ll: e.loader}}
 	ctx := context.WithValue(r.Context(), requestKey{}, req)
+	defer func() { e.requests.done(ctx, &req.info, time.Since(start)) }()
+	p, err := e.auth.Authenticate(r.Header.Get("Authorization"))
+	if err != nil {
+		req.info.addCode(CodeUnauthenticated)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="listgate"`)
+		writeRequestError(w, http.StatusUnauthorized, CodeUnauthenticated, err.Error())
+		return
+	}
+	req.principal = p
+	if r.ContentLength > e.limits.MaxBodyBytes {
+		req.info.addCode(CodeBadUserInput)
+		writeRequestError(w, http.StatusRequestEntityTooLarge, CodeBadUserInput, bodyTooLarge(e.limits.MaxBodyBytes))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, e.limits.MaxBodyBytes)
+	ctx, cancel := context.WithTimeout(ctx, e.limits.RequestTimeout)
+	defer cancel()
 	e.gql.ServeHTTP(w, r.WithContext(ctx))
-	e.requests.done(ctx, &req.info, time.Since(start))
+}
+
+func bodyTooLarge(limit int64) string {
+	return fmt.Sprintf("request body larger than %d bytes (--max-body-bytes)", limit)
+}
+
+// writeRequestError answers a request refused before GraphQL saw it.
+func writeRequestError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"errors": []map[string]any{{"message": message, "extensions": map[string]string{"code": code}}}})
+	w.Write(b)
 }

@@ -217,22 +217,3 @@ type (
 	mutationResolver struct{ *Resolver }
 	queryResolver    struct{ *Resolver }
 )
-
-// !!! WARNING !!!
-// The code below was going to be deleted when updating resolvers. It has been copied here so you have
-// one last chance to move it out of harms way if you want. There are two reasons this happens:
-//  - When renaming or deleting a resolver the old code will be put in here. You can safely delete
-//    it when you're done.
-//  - You have helper methods in this file. Move them out to keep these resolver files clean.
-/*
-	func (r *listPageResolver) Items(ctx context.Context, obj *func(oc *graphql.OperationContext, sel ast.SelectionSet, p *model.ListPage) graphql.Marshaler) ([]model.ListItem, error) {
-	panic(fmt.Errorf("not implemented: Items - items"))
-}
-func (r *listPageResolver) HasMore(ctx context.Context, obj *func(oc *graphql.OperationContext, sel ast.SelectionSet, p *model.ListPage) graphql.Marshaler) (bool, error) {
-	panic(fmt.Errorf("not implemented: HasMore - hasMore"))
-}
-func (r *listPageResolver) EndCursor(ctx context.Context, obj *func(oc *graphql.OperationContext, sel ast.SelectionSet, p *model.ListPage) graphql.Marshaler) (*string, error) {
-	panic(fmt.Errorf("not implemented: EndCursor - endCursor"))
-}
-func (r *Resolver) ListPage() exec.ListPageResolver { return &listPageResolver{r} }
-*/

@@ -505,6 +505,13 @@ func newExecutionContext(
 
 var sources = []*ast.Source{
 	{Name: "../../schema.graphqls", Input: `"""
+Who may use a field: the scope the caller's token must grant (lists:read,
+lists:write or features:admin). Every field of Query and Mutation has one;
+the gateway refuses to start otherwise.
+"""
+directive @scope(requires: String!) on FIELD_DEFINITION
+
+"""
 An instant, as RFC 3339 with up to nanosecond precision, e.g. "2024-08-29T16:44:05.43Z".
 """
 scalar Time
@@ -578,12 +585,12 @@ type Entity {
 
 type Query {
   "The list features, of one entity type or of all."
-  listFeatures(entityType: String): [ListFeature!]!
+  listFeatures(entityType: String): [ListFeature!]! @scope(requires: "lists:read")
   "One list feature, or null if it does not exist."
-  listFeature(entityType: String!, name: String!, version: String = ""): ListFeature
-  entity(type: String!, entityId: ID!): Entity!
+  listFeature(entityType: String!, name: String!, version: String = ""): ListFeature @scope(requires: "lists:read")
+  entity(type: String!, entityId: ID!): Entity! @scope(requires: "lists:read")
   "One Entity per id, in order."
-  entities(type: String!, entityIds: [ID!]!): [Entity!]!
+  entities(type: String!, entityIds: [ID!]!): [Entity!]! @scope(requires: "lists:read")
   "A page of one entity's list, newest first."
   listItems(
     entityType: String!
@@ -593,7 +600,7 @@ type Query {
     minTimestamp: Time
     limit: Int = 100
     after: String
-  ): ListPage!
+  ): ListPage! @scope(requires: "lists:read")
 }
 
 input CreateListFeatureInput {
@@ -635,22 +642,22 @@ type RemoveListItemsPayload {
 }
 
 type Mutation {
-  createListFeature(input: CreateListFeatureInput!): ListFeature!
+  createListFeature(input: CreateListFeatureInput!): ListFeature! @scope(requires: "features:admin")
   """
   Creates another version of an existing feature, with its value type and, unless
   given, the TTL and description of its newest version.
   """
-  createListFeatureVersion(entityType: String!, name: String!, version: String!, ttlSeconds: Int, description: String): ListFeature!
+  createListFeatureVersion(entityType: String!, name: String!, version: String!, ttlSeconds: Int, description: String): ListFeature! @scope(requires: "features:admin")
   "Deletes every version of a feature; returns how many. Items expire by their TTL."
-  deleteListFeature(entityType: String!, name: String!): Int!
+  deleteListFeature(entityType: String!, name: String!): Int! @scope(requires: "features:admin")
   "Deletes one version of a feature; false if it did not exist. Items expire by their TTL."
-  deleteListFeatureVersion(entityType: String!, name: String!, version: String!): Boolean!
+  deleteListFeatureVersion(entityType: String!, name: String!, version: String!): Boolean! @scope(requires: "features:admin")
   "Adds items to a list, all or none."
-  addListItems(list: ListRefInput!, items: [ListItemInput!]!): AddListItemsPayload!
+  addListItems(list: ListRefInput!, items: [ListItemInput!]!): AddListItemsPayload! @scope(requires: "lists:write")
   "Removes every item of a list with this value, at any timestamp."
-  removeListItemsWithValue(list: ListRefInput!, value: ListValue!): RemoveListItemsPayload!
+  removeListItemsWithValue(list: ListRefInput!, value: ListValue!): RemoveListItemsPayload! @scope(requires: "lists:write")
   "Removes every item of a list."
-  removeAllListItems(list: ListRefInput!): Boolean!
+  removeAllListItems(list: ListRefInput!): Boolean! @scope(requires: "lists:write")
 }
 `, BuiltIn: false},
 }

@@ -1,0 +1,220 @@
+// Package auth decides who is calling: it checks a request's bearer token,
+// an API key or a JWT, and yields the caller's scopes. It never decides
+// what a scope allows; the schema's @scope directives do (graph).
+package auth
+
+import (
+	"bufio"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// The scopes a token can grant.
+const (
+	ListsRead     = "lists:read"     // queries
+	ListsWrite    = "lists:write"    // adds and removes
+	FeaturesAdmin = "features:admin" // creating and deleting features and versions
+)
+
+// Scopes are all the scopes there are.
+var Scopes = []string{ListsRead, ListsWrite, FeaturesAdmin}
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Name   string
+	scopes []string
+}
+
+// Has reports whether the caller was granted scope.
+func (p *Principal) Has(scope string) bool { return slices.Contains(p.scopes, scope) }
+
+// Anyone is the caller when authentication is not configured (development
+// only): every scope.
+var Anyone = &Principal{Name: "anonymous", scopes: Scopes}
+
+// ErrUnauthenticated: no token, or one that is not valid.
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// Config says which tokens are valid.
+type Config struct {
+	// APIKeys are lines "name sha256-hex scope[,scope…]": the SHA-256 of
+	// each key, never the key itself.
+	APIKeys []string
+	// JWTKeys are PEM public keys (RSA, ECDSA or Ed25519) that sign valid
+	// JWTs; Issuer and Audience, when set, must match the token's.
+	JWTKeys  []byte
+	Issuer   string
+	Audience string
+}
+
+// Authenticator checks bearer tokens.
+type Authenticator struct {
+	keys     []apiKey
+	jwtKeys  []crypto.PublicKey
+	parser   *jwt.Parser
+	disabled bool
+}
+
+type apiKey struct {
+	name   string
+	hash   [sha256.Size]byte
+	scopes []string
+}
+
+// New builds an authenticator. With neither API keys nor JWT keys it lets
+// everyone in with every scope (Configured reports false).
+func New(cfg Config) (*Authenticator, error) {
+	a := &Authenticator{}
+	for i, line := range cfg.APIKeys {
+		k, err := parseAPIKey(line)
+		if err != nil {
+			return nil, fmt.Errorf("API key %d: %w", i+1, err)
+		}
+		a.keys = append(a.keys, k)
+	}
+	rest := cfg.JWTKeys
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		key, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("JWT key %d: %w", len(a.jwtKeys)+1, err)
+		}
+		switch key.(type) {
+		case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
+		default:
+			return nil, fmt.Errorf("JWT key %d: %T is not an RSA, ECDSA or Ed25519 public key", len(a.jwtKeys)+1, key)
+		}
+		a.jwtKeys = append(a.jwtKeys, key)
+	}
+	if len(cfg.JWTKeys) > 0 && len(a.jwtKeys) == 0 {
+		return nil, errors.New("JWT keys: no PEM public key found")
+	}
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(30 * time.Second),
+	}
+	if cfg.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
+	}
+	if cfg.Audience != "" {
+		opts = append(opts, jwt.WithAudience(cfg.Audience))
+	}
+	a.parser = jwt.NewParser(opts...)
+	a.disabled = len(a.keys) == 0 && len(a.jwtKeys) == 0
+	return a, nil
+}
+
+// Configured reports whether any API key or JWT key is set.
+func (a *Authenticator) Configured() bool { return !a.disabled }
+
+func parseAPIKey(line string) (apiKey, error) {
+	f := strings.Fields(line)
+	if len(f) != 3 {
+		return apiKey{}, errors.New(`want "name sha256-hex scope[,scope…]"`)
+	}
+	var k apiKey
+	k.name = f[0]
+	h, err := hex.DecodeString(f[1])
+	if err != nil || len(h) != sha256.Size {
+		return apiKey{}, fmt.Errorf("%s: the key's SHA-256 must be 64 hex digits (printf %%s \"$KEY\" | sha256sum)", k.name)
+	}
+	copy(k.hash[:], h)
+	for _, s := range strings.Split(f[2], ",") {
+		if !slices.Contains(Scopes, s) {
+			return apiKey{}, fmt.Errorf("%s: unknown scope %q (known: %s)", k.name, s, strings.Join(Scopes, ", "))
+		}
+		k.scopes = append(k.scopes, s)
+	}
+	return k, nil
+}
+
+// ReadAPIKeys reads API key lines from a file: one per line, blank lines
+// and lines starting with # skipped.
+func ReadAPIKeys(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	return out, sc.Err()
+}
+
+// Authenticate checks an Authorization header's value.
+func (a *Authenticator) Authenticate(authorization string) (*Principal, error) {
+	if a.disabled {
+		return Anyone, nil
+	}
+	token, ok := strings.CutPrefix(authorization, "Bearer ")
+	if !ok || token == "" {
+		return nil, fmt.Errorf("%w: send Authorization: Bearer <API key or JWT>", ErrUnauthenticated)
+	}
+	if strings.Count(token, ".") == 2 && len(a.jwtKeys) > 0 {
+		return a.verifyJWT(token)
+	}
+	// Every key is compared, in constant time, so timing tells nothing of
+	// which one came close.
+	sum := sha256.Sum256([]byte(token))
+	var found *apiKey
+	for i := range a.keys {
+		if subtle.ConstantTimeCompare(sum[:], a.keys[i].hash[:]) == 1 {
+			found = &a.keys[i]
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("%w: the token is not a valid API key or JWT", ErrUnauthenticated)
+	}
+	return &Principal{Name: found.name, scopes: found.scopes}, nil
+}
+
+type claims struct {
+	jwt.RegisteredClaims
+	Scope string   `json:"scope"`
+	Scp   []string `json:"scp"`
+}
+
+func (a *Authenticator) verifyJWT(token string) (*Principal, error) {
+	var c claims
+	var lastErr error
+	for _, key := range a.jwtKeys {
+		_, err := a.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return key, nil })
+		if err == nil {
+			scopes := append(strings.Fields(c.Scope), c.Scp...)
+			var known []string
+			for _, s := range scopes {
+				if slices.Contains(Scopes, s) {
+					known = append(known, s)
+				}
+			}
+			return &Principal{Name: c.Subject, scopes: known}, nil
+		}
+		lastErr = err
+	}
+	return nil, fmt.Errorf("%w: the JWT is not valid: %v", ErrUnauthenticated, lastErr)
+}

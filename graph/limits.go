@@ -1,0 +1,162 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/listgate/listgate/auth"
+	"github.com/listgate/listgate/graph/exec"
+	"github.com/listgate/listgate/graph/model"
+	"github.com/listgate/listgate/store"
+)
+
+// errForbidden marks a caller without the scope a field requires.
+var errForbidden = errors.New("forbidden")
+
+// authorization enforces @scope before an operation runs: every root field
+// it selects (through fragments too) must carry a scope the caller holds,
+// or the whole operation is refused and nothing runs. Validate fails when a
+// root field has no known @scope, so no field can ship without a rule.
+type authorization struct {
+	scopes map[string]string // "Query.listItems" → "lists:read"
+}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationContextMutator
+} = &authorization{}
+
+func (*authorization) ExtensionName() string { return "Authorization" }
+
+func (a *authorization) Validate(es graphql.ExecutableSchema) error {
+	a.scopes = map[string]string{}
+	s := es.Schema()
+	for _, root := range []*ast.Definition{s.Query, s.Mutation, s.Subscription} {
+		if root == nil {
+			continue
+		}
+		for _, f := range root.Fields {
+			if strings.HasPrefix(f.Name, "__") {
+				continue
+			}
+			d := f.Directives.ForName("scope")
+			if d == nil || d.Arguments.ForName("requires") == nil {
+				return fmt.Errorf("%s.%s has no @scope(requires: …): every root field needs an access rule", root.Name, f.Name)
+			}
+			scope := d.Arguments.ForName("requires").Value.Raw
+			if !contains(auth.Scopes, scope) {
+				return fmt.Errorf("%s.%s: @scope(requires: %q) is not one of %s", root.Name, f.Name, scope, strings.Join(auth.Scopes, ", "))
+			}
+			a.scopes[root.Name+"."+f.Name] = scope
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *authorization) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	if oc.Operation == nil {
+		return nil
+	}
+	p := principalFrom(ctx)
+	root := "Query"
+	switch oc.Operation.Operation {
+	case ast.Mutation:
+		root = "Mutation"
+	case ast.Subscription:
+		root = "Subscription"
+	}
+	for _, f := range graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{root}) {
+		if strings.HasPrefix(f.Name, "__") {
+			continue // introspection: on or off for everyone (--introspection)
+		}
+		scope := a.scopes[root+"."+f.Name]
+		if p == nil || scope == "" || !p.Has(scope) {
+			name := "the caller"
+			if p != nil {
+				name = p.Name
+			}
+			return gqlerror.WrapPath(ast.Path{ast.PathName(f.Alias)},
+				fmt.Errorf("%w: %s needs the scope %s, which %s's token does not grant; nothing was run", errForbidden, f.Name, scope, name))
+		}
+	}
+	return nil
+}
+
+// depthLimit refuses operations nested deeper than max fields, before they
+// run. Introspection fields are not counted (GraphiQL's own query nests
+// types nine deep), and introspection is off in production.
+type depthLimit struct{ max int }
+
+func (depthLimit) ExtensionName() string                   { return "DepthLimit" }
+func (depthLimit) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (d depthLimit) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	if oc.Operation == nil {
+		return nil
+	}
+	if depth := selectionDepth(oc.Operation.SelectionSet, oc.Doc.Fragments, 0); depth > d.max {
+		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: fields nested %d deep, more than the %d allowed", store.ErrInvalid, depth, d.max))
+	}
+	return nil
+}
+
+func selectionDepth(set ast.SelectionSet, fragments ast.FragmentDefinitionList, seen int) int {
+	if seen > 64 { // fragment cycles are rejected by validation; stay bounded anyway
+		return seen
+	}
+	deepest := 0
+	for _, sel := range set {
+		var d int
+		switch s := sel.(type) {
+		case *ast.Field:
+			if strings.HasPrefix(s.Name, "__") {
+				continue
+			}
+			d = 1 + selectionDepth(s.SelectionSet, fragments, seen+1)
+		case *ast.InlineFragment:
+			d = selectionDepth(s.SelectionSet, fragments, seen+1)
+		case *ast.FragmentSpread:
+			if f := fragments.ForName(s.Name); f != nil {
+				d = selectionDepth(f.SelectionSet, fragments, seen+1)
+			}
+		}
+		deepest = max(deepest, d)
+	}
+	return deepest
+}
+
+// complexity makes a list's cost grow with what it may return: its limit
+// (default 100), and the entities of an entities query.
+func complexity() exec.ComplexityRoot {
+	var c exec.ComplexityRoot
+	limitOf := func(limit *int) int {
+		if limit == nil || *limit < 1 {
+			return 100
+		}
+		return *limit
+	}
+	c.Entity.List = func(child int, _ string, _ *string, _ *model.Time, limit *int, _ *string) int {
+		return 1 + child*limitOf(limit)
+	}
+	c.Query.ListItems = func(child int, _, _, _ string, _ *string, _ *model.Time, limit *int, _ *string) int {
+		return 1 + child*limitOf(limit)
+	}
+	c.Query.Entities = func(child int, _ string, ids []string) int { return 1 + child*max(1, len(ids)) }
+	c.Mutation.AddListItems = func(child int, _ model.ListRefInput, items []model.ListItemInput) int { return 1 + child + len(items) }
+	return c
+}
