@@ -60,6 +60,8 @@ type gateway struct {
 	t          *testing.T
 	h          http.Handler
 	entityType string
+	token      string // sent as a bearer token when set
+	lastStatus int
 }
 
 func newGateway(t *testing.T, s store.Store, cfgs ...func(*graph.Config)) *gateway {
@@ -93,8 +95,12 @@ func (g *gateway) do(query string, vars map[string]any) (map[string]any, []gqlEr
 	body, _ := json.Marshal(map[string]any{"query": strings.ReplaceAll(query, "$type", g.entityType), "variables": vars})
 	req := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	if g.token != "" {
+		req.Header.Set("Authorization", "Bearer "+g.token)
+	}
 	w := httptest.NewRecorder()
 	g.h.ServeHTTP(w, req)
+	g.lastStatus = w.Code
 	var resp struct {
 		Data   map[string]any
 		Errors []gqlError

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -159,4 +160,15 @@ func complexity() exec.ComplexityRoot {
 	c.Query.Entities = func(child int, _ string, ids []string) int { return 1 + child*max(1, len(ids)) }
 	c.Mutation.AddListItems = func(child int, _ model.ListRefInput, items []model.ListItemInput) int { return 1 + child + len(items) }
 	return c
+}
+
+// CheckScopes reports whether every root field of a schema (SDL, with
+// @scope declared for it) carries a known @scope: what NewHandler checks of
+// the real schema.
+func CheckScopes(sdl string) error {
+	s, err := gqlparser.LoadSchema(&ast.Source{Input: `directive @scope(requires: String!) on FIELD_DEFINITION ` + sdl})
+	if err != nil {
+		return err
+	}
+	return (&authorization{}).Validate(&graphql.ExecutableSchemaMock{SchemaFunc: func() *ast.Schema { return s }})
 }
