@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -230,5 +232,53 @@ func TestReadmeWalkthrough(t *testing.T) {
 		if m := regexp.MustCompile(`endCursor:(\S+?)[\] ]`).FindStringSubmatch(fmt.Sprint(out["data"])); m != nil {
 			endCursor = m[1]
 		}
+	}
+}
+
+// Production mode refuses to start without authentication, and shows no
+// playground or introspection unless asked.
+func TestProductionMode(t *testing.T) {
+	getenv := func(string) string { return "" }
+	if _, err := parseConfig([]string{"--mode", "prod"}, getenv, io.Discard); err == nil || !strings.Contains(err.Error(), "needs authentication") {
+		t.Fatalf("prod without auth: %v", err)
+	}
+	sum := sha256.Sum256([]byte("the-key"))
+	key := "ops " + hex.EncodeToString(sum[:]) + " lists:read"
+	c, err := parseConfig([]string{"--mode", "prod", "--api-keys", key}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Playground || c.Introspection || c.LogFormat != "json" {
+		t.Fatalf("prod defaults: playground %v introspection %v log %s", c.Playground, c.Introspection, c.LogFormat)
+	}
+	c, err = parseConfig([]string{"--mode", "prod", "--api-keys", key, "--playground", "--introspection"}, getenv, io.Discard)
+	if err != nil || !c.Playground || !c.Introspection {
+		t.Fatalf("explicitly enabled: %+v %v", c, err)
+	}
+
+	base := start(t, "--mode", "prod", "--api-keys", key, "--data-dir", t.TempDir())
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("playground in prod: %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(`{"query":"{ __schema { queryType { name } } }"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer the-key")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "introspection is off") || !strings.Contains(string(body), "FORBIDDEN") {
+		t.Fatalf("introspection in prod: %s", body)
+	}
+	_, out := post(t, base, "", `{ listFeatures { key } }`)
+	if !strings.Contains(fmt.Sprint(out["errors"]), "UNAUTHENTICATED") {
+		t.Fatalf("no token in prod: %v", out)
 	}
 }

@@ -25,7 +25,8 @@ var errForbidden = errors.New("forbidden")
 // or the whole operation is refused and nothing runs. Validate fails when a
 // root field has no known @scope, so no field can ship without a rule.
 type authorization struct {
-	scopes map[string]string // "Query.listItems" → "lists:read"
+	scopes        map[string]string // "Query.listItems" → "lists:read"
+	introspection bool              // __schema and __type answered
 }
 
 var _ interface {
@@ -82,8 +83,15 @@ func (a *authorization) MutateOperationContext(ctx context.Context, oc *graphql.
 		root = "Subscription"
 	}
 	for _, f := range graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{root}) {
-		if strings.HasPrefix(f.Name, "__") {
-			continue // introspection: on or off for everyone (--introspection)
+		if f.Name == "__typename" {
+			continue
+		}
+		if f.Name == "__schema" || f.Name == "__type" {
+			if !a.introspection {
+				return gqlerror.WrapPath(ast.Path{ast.PathName(f.Alias)},
+					fmt.Errorf("%w: introspection is off on this gateway (--introspection)", errForbidden))
+			}
+			continue // on for every authenticated caller
 		}
 		scope := a.scopes[root+"."+f.Name]
 		if p == nil || scope == "" || !p.Has(scope) {

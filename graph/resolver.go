@@ -110,7 +110,7 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	}
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](cfg.Limits.APQCacheSize)})
 	// Before anything runs: who may, how deep, how much.
-	srv.Use(&authorization{})
+	srv.Use(&authorization{introspection: cfg.Introspection})
 	srv.Use(depthLimit{cfg.Limits.MaxDepth})
 	srv.Use(extension.FixedComplexityLimit(cfg.Limits.MaxComplexity))
 	srv.Use(operationTracing{tracer})
