@@ -1,7 +1,11 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,4 +64,161 @@ func TestReadinessFollowsTheStore(t *testing.T) {
 		t.Fatalf("a read after the node came back: %v", out)
 	}
 	t.Logf("/readyz unready %v after the node was killed, ready %v after it started", down.Round(time.Millisecond), up.Round(time.Millisecond))
+}
+
+// addRecord is one add sent during the fault test.
+type addRecord struct {
+	entity, batch string
+	acked         bool
+	code          string
+	took          time.Duration
+}
+
+// A node dies under a bounded load of adds and reads: requests fail fast
+// with UNAVAILABLE, /readyz turns unready, and once the node is back the
+// gateway serves again without a restart. Afterwards every acknowledged
+// add is there, whole, and every failed add is all there or not at all.
+func TestNoAcknowledgedAddIsLost(t *testing.T) {
+	node := cqltest.StartNode(t, "127.0.0.2")
+	const timeout = 3 * time.Second
+	base := start(t, "--cql-hosts", node.Addr, "--cql-keyspace", "faults", "--migrate", "--cql-timeout", "1s", "--request-timeout", timeout.String())
+	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
+
+	var (
+		mu      sync.Mutex
+		adds    []addRecord
+		reads   []addRecord
+		stop    = make(chan struct{})
+		workers sync.WaitGroup
+		client  = &http.Client{Timeout: 2 * timeout}
+	)
+	send := func(query string) (string, time.Duration) {
+		began := time.Now()
+		resp, err := client.Post(base+"/graphql", "application/json", strings.NewReader(query))
+		if err != nil {
+			return "transport: " + err.Error(), time.Since(began)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Data   json.RawMessage
+			Errors []struct{ Extensions struct{ Code string } }
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return "undecodable", time.Since(began)
+		}
+		if len(out.Errors) > 0 {
+			return out.Errors[0].Extensions.Code, time.Since(began)
+		}
+		return "", time.Since(began)
+	}
+	for w := range 6 {
+		workers.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := addRecord{entity: fmt.Sprint("e", (w*7+n)%12), batch: fmt.Sprintf("w%d-%d", w, n)}
+				var items []string
+				for i := range 10 {
+					items = append(items, fmt.Sprintf(`{value: \"%s-%d\"}`, r.batch, i))
+				}
+				r.code, r.took = send(fmt.Sprintf(`{"query": "mutation { addListItems(list: {entityType: \"user\", entityId: \"%s\", feature: \"f\"}, items: [%s]) { added } }"}`, r.entity, strings.Join(items, ", ")))
+				r.acked = r.code == ""
+				mu.Lock()
+				adds = append(adds, r)
+				mu.Unlock()
+			}
+		})
+	}
+	for w := range 2 {
+		workers.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var r addRecord
+				r.code, r.took = send(fmt.Sprintf(`{"query": "{ listItems(entityType: \"user\", entityId: \"e%d\", feature: \"f\", limit: 10) { hasMore } }"}`, (w+n)%12))
+				mu.Lock()
+				reads = append(reads, r)
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(3 * time.Second)
+	node.Kill()
+	killed := time.Now()
+	down := waitReady(t, base, http.StatusServiceUnavailable, 15*time.Second)
+	time.Sleep(3 * time.Second) // load against a dead node
+	node.Start()
+	up := waitReady(t, base, http.StatusOK, 60*time.Second)
+	time.Sleep(3 * time.Second) // load after recovery
+	close(stop)
+	workers.Wait()
+	outage := time.Since(killed)
+
+	// Every request answered within the deadline, and failures were
+	// UNAVAILABLE.
+	codes := map[string]int{}
+	var slowest time.Duration
+	for _, r := range append(append([]addRecord(nil), adds...), reads...) {
+		codes[r.code]++
+		slowest = max(slowest, r.took)
+	}
+	for code, n := range codes {
+		if code != "" && code != "UNAVAILABLE" {
+			t.Errorf("%d requests failed with %q", n, code)
+		}
+	}
+	if slowest > timeout+time.Second {
+		t.Errorf("the slowest request took %v, past the %v deadline", slowest, timeout)
+	}
+	if codes["UNAVAILABLE"] == 0 {
+		t.Error("no request failed while the node was down")
+	}
+
+	// Every acknowledged add is there whole; every failed one whole or not
+	// at all.
+	present := map[string]int{} // batch → values found
+	for e := range 12 {
+		after := "null"
+		for {
+			q := fmt.Sprintf(`{ listItems(entityType: "user", entityId: "e%d", feature: "f", limit: 1000, after: %s) { items { value } hasMore endCursor } }`, e, after)
+			_, out := post(t, base, "", q)
+			if out["errors"] != nil {
+				t.Fatalf("reading e%d back: %v", e, out["errors"])
+			}
+			page := out["data"].(map[string]any)["listItems"].(map[string]any)
+			for _, it := range page["items"].([]any) {
+				v := it.(map[string]any)["value"].(string)
+				present[v[:strings.LastIndexByte(v, '-')]]++
+			}
+			if page["hasMore"] != true {
+				break
+			}
+			after = fmt.Sprintf("%q", page["endCursor"])
+		}
+	}
+	acked, failed, missing, partial := 0, 0, 0, 0
+	for _, r := range adds {
+		n := present[r.batch]
+		if r.acked {
+			acked++
+			if n != 10 {
+				missing++
+				t.Errorf("acknowledged add %s to %s: %d of its 10 items are there", r.batch, r.entity, n)
+			}
+		} else {
+			failed++
+			if n != 0 && n != 10 {
+				partial++
+				t.Errorf("failed add %s to %s: %d of its 10 items are there", r.batch, r.entity, n)
+			}
+		}
+	}
+	t.Logf("adds sent %d, acknowledged %d, failed %d (UNAVAILABLE), acknowledged but missing %d, partly written %d; reads %d; slowest request %v; /readyz unready %v after the kill and ready %v after the node answered again; outage %v",
+		len(adds), acked, failed, missing, partial, len(reads), slowest.Round(time.Millisecond), down.Round(time.Millisecond), up.Round(time.Millisecond), outage.Round(time.Millisecond))
 }

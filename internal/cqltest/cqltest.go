@@ -110,6 +110,7 @@ func StartNode(t testing.TB, addr string, env ...string) *Node {
 	n := &Node{t: t, Addr: addr, env: append([]string{
 		"CASSANDRA_CLUSTER=listgate-" + strings.ReplaceAll(addr, ".", "-"),
 		"CASSANDRA_UNSAFE_SYSTEM=false", // the schema must survive Kill
+		"CASSANDRA_COMMITLOG_SYNC=batch", // and so must every acknowledged write
 	}, env...)}
 	n.script("stop")
 	n.script("reset")

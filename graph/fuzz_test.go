@@ -1,0 +1,106 @@
+package graph_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/embedded"
+)
+
+// Any document with any variables gets a well-formed GraphQL response with
+// codes from the fixed set, never an internal error (which is what a panic
+// becomes), and a request answered without data writes nothing.
+func FuzzRequest(f *testing.F) {
+	for _, seed := range []struct{ query, vars string }{
+		{`{ listItems(entityType: "user", entityId: "u1", feature: "f") { items { value timestamp expiresAt cursor } hasMore endCursor } }`, ``},
+		{`query($id: ID!, $min: Time, $after: String) { entity(type: "user", entityId: $id) { id list(feature: "f", minTimestamp: $min, after: $after, limit: 2) { items { value } endCursor } } }`, `{"id":"u1","min":"2020-01-01T00:00:00Z","after":null}`},
+		{`mutation($v: ListValue!, $t: Time) { addListItems(list: {entityType: "user", entityId: "u2", feature: "f"}, items: [{value: $v, timestamp: $t}]) { added expired } }`, `{"v":"story9","t":"2026-01-01T00:00:00Z"}`},
+		{`mutation { removeListItemsWithValue(list: {entityType: "user", entityId: "u1", feature: "f"}, value: "a") { removed } }`, ``},
+		{`mutation { createListFeature(input: {entityType: "user", name: "g", valueType: JSON, ttlSeconds: 60}) { key } }`, ``},
+		{`{ entities(type: "user", entityIds: ["u1", "u1", ""]) { id list(feature: "f") { hasMore } } }`, ``},
+		{`{ __schema { types { name } } }`, `[]`},
+		{`{`, `{"x":`},
+	} {
+		f.Add(seed.query, []byte(seed.vars))
+	}
+	dir, err := os.MkdirTemp("", "listgate-fuzz")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { os.RemoveAll(dir) })
+	s, err := embedded.Open(embedded.Config{Dir: dir})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	feat, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "f", ValueType: store.String, TTL: time.Hour})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := s.AddItems(ctx, store.List{Feature: &feat, EntityID: "u1"}, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte("a")}}); err != nil {
+		f.Fatal(err)
+	}
+	counted := &writes{Store: s}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	catalog, err := features.New(ctx, counted, log, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	h, err := graph.NewHandler(graph.Config{Store: counted, Catalog: catalog, Loader: graph.DefaultLoaderConfig, Limits: graph.DefaultLimits, Introspection: true, Log: log})
+	if err != nil {
+		f.Fatal(err)
+	}
+	codes := map[string]bool{"BAD_USER_INPUT": true, "NOT_FOUND": true, "UNAUTHENTICATED": true, "FORBIDDEN": true, "UNAVAILABLE": true, "PERSISTED_QUERY_NOT_FOUND": true}
+
+	f.Fuzz(func(t *testing.T, query string, vars []byte) {
+		req := map[string]any{"query": query}
+		if json.Valid(vars) {
+			req["variables"] = json.RawMessage(vars)
+		}
+		body, _ := json.Marshal(req)
+		r := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		before := counted.n
+		h.ServeHTTP(w, r)
+		var resp struct {
+			Data   json.RawMessage `json:"data"`
+			Errors []struct {
+				Message    string            `json:"message"`
+				Path       []any             `json:"path"`
+				Locations  []json.RawMessage `json:"locations"`
+				Extensions struct {
+					Code string `json:"code"`
+				} `json:"extensions"`
+			} `json:"errors"`
+		}
+		d := json.NewDecoder(w.Body)
+		d.DisallowUnknownFields()
+		if err := d.Decode(&resp); err != nil {
+			t.Fatalf("HTTP %d: not a GraphQL response: %v", w.Code, err)
+		}
+		if len(resp.Errors) == 0 && (len(resp.Data) == 0 || string(resp.Data) == "null") {
+			t.Fatalf("HTTP %d: neither data nor errors", w.Code)
+		}
+		for _, e := range resp.Errors {
+			if e.Message == "" || !codes[e.Extensions.Code] {
+				t.Fatalf("error %q with code %q", e.Message, e.Extensions.Code)
+			}
+		}
+		if (len(resp.Data) == 0 || string(resp.Data) == "null") && counted.n != before {
+			t.Fatalf("a request answered without data wrote %d times", counted.n-before)
+		}
+	})
+}
