@@ -182,26 +182,7 @@ func TestNoAcknowledgedAddIsLost(t *testing.T) {
 
 	// Every acknowledged add is there whole; every failed one whole or not
 	// at all.
-	present := map[string]int{} // batch → values found
-	for e := range 12 {
-		after := "null"
-		for {
-			q := fmt.Sprintf(`{ listItems(entityType: "user", entityId: "e%d", feature: "f", limit: 1000, after: %s) { items { value } hasMore endCursor } }`, e, after)
-			_, out := post(t, base, "", q)
-			if out["errors"] != nil {
-				t.Fatalf("reading e%d back: %v", e, out["errors"])
-			}
-			page := out["data"].(map[string]any)["listItems"].(map[string]any)
-			for _, it := range page["items"].([]any) {
-				v := it.(map[string]any)["value"].(string)
-				present[v[:strings.LastIndexByte(v, '-')]]++
-			}
-			if page["hasMore"] != true {
-				break
-			}
-			after = fmt.Sprintf("%q", page["endCursor"])
-		}
-	}
+	present := batchesPresent(t, base, 12)
 	acked, failed, missing, partial := 0, 0, 0, 0
 	for _, r := range adds {
 		n := present[r.batch]
@@ -221,4 +202,30 @@ func TestNoAcknowledgedAddIsLost(t *testing.T) {
 	}
 	t.Logf("adds sent %d, acknowledged %d, failed %d (UNAVAILABLE), acknowledged but missing %d, partly written %d; reads %d; slowest request %v; /readyz unready %v after the kill and ready %v after the node answered again; outage %v",
 		len(adds), acked, failed, missing, partial, len(reads), slowest.Round(time.Millisecond), down.Round(time.Millisecond), up.Round(time.Millisecond), outage.Round(time.Millisecond))
+}
+
+// batchesPresent reads the lists e0… of feature f whole, page by page, and
+// counts the values of each batch (a value is "<batch>-<i>").
+func batchesPresent(t *testing.T, base string, entities int) map[string]int {
+	present := map[string]int{}
+	for e := range entities {
+		after := "null"
+		for {
+			q := fmt.Sprintf(`{ listItems(entityType: "user", entityId: "e%d", feature: "f", limit: 1000, after: %s) { items { value } hasMore endCursor } }`, e, after)
+			_, out := post(t, base, "", q)
+			if out["errors"] != nil {
+				t.Fatalf("reading e%d back: %v", e, out["errors"])
+			}
+			page := out["data"].(map[string]any)["listItems"].(map[string]any)
+			for _, it := range page["items"].([]any) {
+				v := it.(map[string]any)["value"].(string)
+				present[v[:strings.LastIndexByte(v, '-')]]++
+			}
+			if page["hasMore"] != true {
+				break
+			}
+			after = fmt.Sprintf("%q", page["endCursor"])
+		}
+	}
+	return present
 }

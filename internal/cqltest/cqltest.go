@@ -122,6 +122,31 @@ func StartNode(t testing.TB, addr string, env ...string) *Node {
 	return n
 }
 
+// Host is the node's CQL address, host:port.
+func (n *Node) Host() string {
+	port := "9042"
+	for _, e := range n.env {
+		if v, ok := strings.CutPrefix(e, "CASSANDRA_PORT="); ok {
+			port = v
+		}
+	}
+	return net.JoinHostPort(n.Addr, port)
+}
+
+// StartCluster starts three nodes of one cluster, on 127.0.0.1, .2 and .3,
+// with ports of their own (CQL 9043, storage 7001), apart from the shared
+// test node's.
+func StartCluster(t testing.TB) []*Node {
+	t.Helper()
+	var nodes []*Node
+	for i := 1; i <= 3; i++ {
+		nodes = append(nodes, StartNode(t, fmt.Sprintf("127.0.0.%d", i),
+			"CASSANDRA_CLUSTER=listgate-three", "CASSANDRA_PORT=9043", "CASSANDRA_STORAGE_PORT=7001",
+			fmt.Sprintf("CASSANDRA_JMX_PORT=%d", 7300+i), "CASSANDRA_SEEDS=127.0.0.1:7001"))
+	}
+	return nodes
+}
+
 // Start starts the node (again) and waits until CQL answers.
 func (n *Node) Start() { n.t.Helper(); n.script("start") }
 

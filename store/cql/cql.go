@@ -239,7 +239,9 @@ func classify(op string, err error) error {
 	var reqErr gocql.RequestError
 	if errors.As(err, &reqErr) {
 		switch reqErr.Code() {
-		case gocql.ErrCodeUnavailable, gocql.ErrCodeOverloaded, gocql.ErrCodeBootstrapping,
+		// A server error is a coordinator failing on its side (a node that is
+		// starting up, say): another attempt may well succeed.
+		case gocql.ErrCodeServer, gocql.ErrCodeUnavailable, gocql.ErrCodeOverloaded, gocql.ErrCodeBootstrapping,
 			gocql.ErrCodeWriteTimeout, gocql.ErrCodeReadTimeout, gocql.ErrCodeReadFailure,
 			gocql.ErrCodeWriteFailure, gocql.ErrCodeCASWriteUnknown, gocql.ErrCodeTruncate:
 			return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)

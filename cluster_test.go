@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/listgate/listgate/internal/cqltest"
+)
+
+// Three nodes, replication factor 3, LOCAL_QUORUM: with one node killed,
+// reads and writes keep succeeding; it comes back and serves again; no
+// acknowledged add is lost.
+func TestClusterKeepsServingWithANodeDown(t *testing.T) {
+	began := time.Now()
+	nodes := cqltest.StartCluster(t)
+	started := time.Since(began)
+	var hosts []string
+	for _, n := range nodes {
+		hosts = append(hosts, n.Host())
+	}
+	base := start(t, "--cql-hosts", strings.Join(hosts, ","), "--cql-keyspace", "three", "--migrate",
+		"--cql-replication", "{'class': 'SimpleStrategy', 'replication_factor': 3}", "--cql-timeout", "2s")
+	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
+
+	type outcome struct {
+		batch string
+		code  string
+		at    time.Time
+	}
+	var (
+		mu       sync.Mutex
+		adds     []outcome
+		readErrs []outcome
+		reads    int
+		stop     = make(chan struct{})
+		wg       sync.WaitGroup
+	)
+	for w := range 4 {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				batch := fmt.Sprintf("w%d-%d", w, n)
+				_, out := post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: "user", entityId: "e%d", feature: "f"}, items: [{value: "%s-0"}, {value: "%s-1"}]) { added } }`, n%8, batch, batch))
+				_, read := post(t, base, "", fmt.Sprintf(`{ listItems(entityType: "user", entityId: "e%d", feature: "f", limit: 5) { hasMore } }`, (n+w)%8))
+				mu.Lock()
+				adds = append(adds, outcome{batch, fmt.Sprint(out["errors"]), time.Now()})
+				reads++
+				if read["errors"] != nil {
+					readErrs = append(readErrs, outcome{"", fmt.Sprint(read["errors"]), time.Now()})
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(3 * time.Second)
+	nodes[2].Kill()
+	killed := time.Now()
+	time.Sleep(5 * time.Second) // two of three replicas left: LOCAL_QUORUM holds
+	nodes[2].Start()
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	failed := 0
+	for _, a := range append(append([]outcome(nil), adds...), readErrs...) {
+		if a.code != "<nil>" && a.code != "" {
+			failed++
+			t.Errorf("a request failed %v after the kill: %s", a.at.Sub(killed).Round(time.Millisecond), a.code)
+		}
+	}
+	present := batchesPresent(t, base, 8)
+	missing := 0
+	for _, a := range adds {
+		if a.code == "<nil>" && present[a.batch] != 2 {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d acknowledged adds are missing", missing)
+	}
+	t.Logf("3 nodes started in %v; adds %d, reads %d, failed %d, acknowledged but missing %d; node 3 down for %v; whole test %v",
+		started.Round(time.Second), len(adds), reads, failed, missing, 5*time.Second, time.Since(began).Round(time.Second))
+}
