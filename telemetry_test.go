@@ -121,7 +121,7 @@ func TestTraceAndMetricsOfARequest(t *testing.T) {
 			"db.namespace": keyspace, "db.collection.name": "list_items", "cassandra.consistency.level": "local_quorum",
 			"server.address": "127.0.0.1",
 		} {
-			if got := a[k].Emit(); got != want {
+			if got := a[k].String(); got != want {
 				t.Errorf("CQL span %s = %q, want %q", k, got, want)
 			}
 		}
@@ -132,8 +132,8 @@ func TestTraceAndMetricsOfARequest(t *testing.T) {
 	// Nothing of the request's values reaches any span.
 	for _, s := range spans {
 		for _, kv := range s.Attributes() {
-			if strings.Contains(kv.Value.Emit(), "story-") {
-				t.Errorf("span %s carries a value: %s=%s", s.Name(), kv.Key, kv.Value.Emit())
+			if strings.Contains(kv.Value.String(), "story-") {
+				t.Errorf("span %s carries a value: %s=%s", s.Name(), kv.Key, kv.Value.String())
 			}
 		}
 	}

@@ -47,7 +47,7 @@ func (p *Principal) Has(scope string) bool { return slices.Contains(p.scopes, sc
 // only): every scope.
 var Anyone = &Principal{Name: "anonymous", scopes: Scopes}
 
-// ErrUnauthenticated: no token, or one that is not valid.
+// ErrUnauthenticated is the error for no token, or one that is not valid.
 var ErrUnauthenticated = errors.New("unauthenticated")
 
 // Config says which tokens are valid.

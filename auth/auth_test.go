@@ -89,8 +89,8 @@ func contains(list []string, s string) bool {
 func TestBadAPIKeyConfig(t *testing.T) {
 	for _, line := range []string{
 		"reader",
-		"reader r-secret lists:read",              // not a hash
-		"reader " + hash("x") + " lists:delete",   // unknown scope
+		"reader r-secret lists:read",               // not a hash
+		"reader " + hash("x") + " lists:delete",    // unknown scope
 		"reader " + hash("x") + " lists:read more", // too many fields
 	} {
 		if _, err := New(Config{APIKeys: []string{line}}); err == nil {

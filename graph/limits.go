@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -52,22 +53,13 @@ func (a *authorization) Validate(es graphql.ExecutableSchema) error {
 				return fmt.Errorf("%s.%s has no @scope(requires: …): every root field needs an access rule", root.Name, f.Name)
 			}
 			scope := d.Arguments.ForName("requires").Value.Raw
-			if !contains(auth.Scopes, scope) {
+			if !slices.Contains(auth.Scopes, scope) {
 				return fmt.Errorf("%s.%s: @scope(requires: %q) is not one of %s", root.Name, f.Name, scope, strings.Join(auth.Scopes, ", "))
 			}
 			a.scopes[root.Name+"."+f.Name] = scope
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (a *authorization) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {

@@ -84,7 +84,7 @@ func TestScopes(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, token, query, code string
-		status                    int
+		status                   int
 	}{
 		{"no token", "", `{ listItems(entityType: "$type", entityId: "u1", feature: "f") { hasMore } }`, "UNAUTHENTICATED", http.StatusUnauthorized},
 		{"a wrong token", "nope", `{ listFeatures { key } }`, "UNAUTHENTICATED", http.StatusUnauthorized},
@@ -108,7 +108,9 @@ func TestScopes(t *testing.T) {
 	}
 	g.token = "r"
 	equal(t, "values read with lists:read", values(g.listItems("u1", "f", nil)), []any{"v"})
-	var intro struct{ Schema struct{ QueryType struct{ Name string } } `json:"__schema"` }
+	var intro struct {
+		Schema struct{ QueryType struct{ Name string } } `json:"__schema"`
+	}
 	g.ok(`{ __schema { queryType { name } } }`, nil, &intro)
 	equal(t, "introspection", intro.Schema.QueryType.Name, "Query")
 	g.token = "w"

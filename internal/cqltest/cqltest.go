@@ -109,7 +109,7 @@ func StartNode(t testing.TB, addr string, env ...string) *Node {
 	t.Helper()
 	n := &Node{t: t, Addr: addr, env: append([]string{
 		"CASSANDRA_CLUSTER=listgate-" + strings.ReplaceAll(addr, ".", "-"),
-		"CASSANDRA_UNSAFE_SYSTEM=false", // the schema must survive Kill
+		"CASSANDRA_UNSAFE_SYSTEM=false",  // the schema must survive Kill
 		"CASSANDRA_COMMITLOG_SYNC=batch", // and so must every acknowledged write
 	}, env...)}
 	n.script("stop")
@@ -142,7 +142,9 @@ func StartCluster(t testing.TB) []*Node {
 	for i := 1; i <= 3; i++ {
 		nodes = append(nodes, StartNode(t, fmt.Sprintf("127.0.0.%d", i),
 			"CASSANDRA_CLUSTER=listgate-three", "CASSANDRA_PORT=9043", "CASSANDRA_STORAGE_PORT=7001",
-			fmt.Sprintf("CASSANDRA_JMX_PORT=%d", 7300+i), "CASSANDRA_SEEDS=127.0.0.1:7001"))
+			fmt.Sprintf("CASSANDRA_JMX_PORT=%d", 7300+i), "CASSANDRA_SEEDS=127.0.0.1:7001",
+			"CASSANDRA_RING_DELAY_MS=10000")) // joining nodes gossip with the seed first
+
 	}
 	return nodes
 }

@@ -202,9 +202,6 @@ func (s *Store) probe(ctx context.Context) error {
 	return nil
 }
 
-// Scylla reports whether the cluster is ScyllaDB.
-func (s *Store) Scylla() bool { return s.scylla }
-
 // ExpiryCap is the latest expiry date the cluster stores.
 func (s *Store) ExpiryCap() time.Time { return s.cap }
 
@@ -251,7 +248,7 @@ func classify(op string, err error) error {
 	var netErr net.Error
 	for _, transient := range []error{gocql.ErrNoConnections, gocql.ErrTimeoutNoResponse, gocql.ErrConnectionClosed,
 		gocql.ErrSessionClosed, gocql.ErrHostDown, gocql.ErrNoStreams, gocql.ErrNoPool, gocql.ErrNoConnectionsInPool,
-		gocql.ErrTooManyTimeouts, gocql.ErrNoConnectionsStarted, context.DeadlineExceeded} {
+		gocql.ErrNoConnectionsStarted, context.DeadlineExceeded} {
 		if errors.Is(err, transient) {
 			return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)
 		}

@@ -31,9 +31,9 @@ type observer struct {
 }
 
 type statementInfo struct {
-	operation, namespace, table, consistency, spanName string
-	ok, failed                                         metric.MeasurementOption
-	spanAttrs                                          []attribute.KeyValue
+	query, operation, namespace, table, consistency, spanName string
+	ok, failed                                                metric.MeasurementOption
+	spanAttrs                                                 []attribute.KeyValue
 }
 
 func newObserver(cfg *Config) (*observer, error) {
@@ -95,7 +95,7 @@ func (o *observer) info(stmt string, batch bool) *statementInfo {
 	if batch {
 		op = "BATCH " + op
 	}
-	info := &statementInfo{operation: op, namespace: ns, table: table, consistency: consistency, spanName: strings.TrimSpace(op + " " + table)}
+	info := &statementInfo{query: stmt, operation: op, namespace: ns, table: table, consistency: consistency, spanName: strings.TrimSpace(op + " " + table)}
 	kind := attribute.String("db.operation.name", info.spanName)
 	info.ok = metric.WithAttributeSet(attribute.NewSet(kind, attribute.String("outcome", "ok")))
 	info.failed = metric.WithAttributeSet(attribute.NewSet(kind, attribute.String("outcome", "error")))
@@ -154,7 +154,7 @@ func (o *observer) observe(ctx context.Context, info *statementInfo, start, end 
 		span.End(trace.WithTimestamp(end))
 	}
 	if o.slow > 0 && took >= o.slow {
-		o.log.WarnContext(ctx, "slow CQL statement", "statement", info.spanName, "query", info.spanAttrs[5].Value.AsString(),
+		o.log.WarnContext(ctx, "slow CQL statement", "statement", info.spanName, "query", info.query,
 			"duration", took, "host", hostAddr, "attempt", attempt, "err", err)
 	}
 }

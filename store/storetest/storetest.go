@@ -327,7 +327,7 @@ func testTTLLimits(t *testing.T, h *harness) {
 	isInvalid(t, "feature TTL 0", err)
 	// The longest TTL a feature may have here: 20 years, or less where the
 	// server's expiry cap comes first. An item 30 minutes ahead passes one.
-	longest := min(h.s.ExpiryCap().Sub(time.Now()).Truncate(time.Second)-10*time.Minute, keys.MaxTTL)
+	longest := min(time.Until(h.s.ExpiryCap()).Truncate(time.Second)-10*time.Minute, keys.MaxTTL)
 	l := h.list(h.feature("longest", "", longest), "u1")
 	_, err = h.s.AddItems(h.ctx, l, []store.NewItem{item(time.Now().Add(30*time.Minute), "future")})
 	isInvalid(t, "item whose TTL passes the maximum or the expiry cap", err)
@@ -562,7 +562,7 @@ func testRecreate(t *testing.T, h *harness) {
 	// Another version is free at once.
 	h.feature("f", "v2", ttl)
 	// Once every item written under it has expired, it may be created again.
-	h.offset.Store(int64(keys.RecreateAfter(time.Now(), ttl).Sub(time.Now()) + time.Minute))
+	h.offset.Store(int64(time.Until(keys.RecreateAfter(time.Now(), ttl)) + time.Minute))
 	g, err := h.s.CreateFeature(h.ctx, store.Feature{EntityType: f.EntityType, Name: f.Name, ValueType: store.Int, TTL: 2 * ttl})
 	if err != nil {
 		t.Fatalf("re-create after expiry: %v", err)
