@@ -58,8 +58,8 @@ type requestObserver struct {
 	requests metric.Int64Counter
 	duration metric.Float64Histogram
 	mu       sync.Mutex
-	names    int      // distinct operation names kept, at most maxOperationNames
-	attrs    sync.Map // requestLabels → metric.MeasurementOption
+	names    map[string]bool // operation names with series of their own, at most maxOperationNames
+	attrs    sync.Map        // requestLabels → metric.MeasurementOption
 }
 
 // requestLabels are the metric labels of a request.
@@ -70,7 +70,7 @@ type requestLabels struct{ name, typ, outcome string }
 const maxOperationNames = 500
 
 func newRequestObserver(meter metric.Meter, log *slog.Logger) (*requestObserver, error) {
-	o := &requestObserver{log: log}
+	o := &requestObserver{log: log, names: map[string]bool{}}
 	var err error
 	if o.requests, err = meter.Int64Counter("listgate.graphql.requests",
 		metric.WithDescription("GraphQL requests, by operation name, operation type and outcome (ok or the first error's code).")); err != nil {
@@ -96,20 +96,13 @@ func (o *requestObserver) labels(name, typ, outcome string) metric.MeasurementOp
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if a, ok := o.attrs.Load(key); ok {
-		return a.(metric.MeasurementOption)
-	}
-	if _, seen := o.attrs.Load(requestLabels{name: name}); !seen {
-		if o.names >= maxOperationNames || len(name) > 64 {
-			return o.labelsLocked(requestLabels{"other", typ, outcome})
+	if !o.names[name] {
+		if len(o.names) >= maxOperationNames || len(name) > 64 {
+			key.name = "other"
+		} else {
+			o.names[name] = true
 		}
-		o.names++
-		o.attrs.Store(requestLabels{name: name}, nil)
 	}
-	return o.labelsLocked(key)
-}
-
-func (o *requestObserver) labelsLocked(key requestLabels) metric.MeasurementOption {
 	if a, ok := o.attrs.Load(key); ok {
 		return a.(metric.MeasurementOption)
 	}
