@@ -99,7 +99,11 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	}
 	srv := &http.Server{
 		Handler:           newServer(cfg, gql, st, tel),
+		// A client that sends or reads slowly cannot hold a connection
+		// past these; a request's own work ends at --request-timeout.
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      cfg.Limits.RequestTimeout + 10*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
