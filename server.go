@@ -98,7 +98,7 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 		return err
 	}
 	srv := &http.Server{
-		Handler:           newServer(cfg, gql, st, tel),
+		Handler: newServer(cfg, gql, st, tel),
 		// A client that sends or reads slowly cannot hold a connection
 		// past these; a request's own work ends at --request-timeout.
 		ReadHeaderTimeout: 10 * time.Second,
