@@ -17,18 +17,13 @@ import (
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/store"
-	"github.com/listgate/listgate/store/embedded"
 )
 
 // benchGateway is the real handler on an embedded store holding one list of
 // n items and 100 one-item lists.
 func benchGateway(b *testing.B, n int) http.Handler {
 	b.Helper()
-	s, err := embedded.Open(embedded.Config{Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
+	s := embeddedStore(b)
 	ctx := context.Background()
 	f, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "reading_history", ValueType: store.String, TTL: 24 * time.Hour})
 	if err != nil {

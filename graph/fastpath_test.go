@@ -11,19 +11,13 @@ import (
 	"time"
 
 	"github.com/listgate/listgate/graph/model"
-	"github.com/listgate/listgate/store/embedded"
 )
 
 // model.WriteListPage and WriteListItems write exactly the bytes
 // gqlgen's generated code writes, for every way a query can select ListPage
 // and ListItem fields.
 func TestFastMarshalMatchesGenerated(t *testing.T) {
-	s, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	g := newGateway(t, s)
+	g := newGateway(t, embeddedStore(t))
 	now := time.Now()
 	for _, tc := range []struct {
 		valueType string

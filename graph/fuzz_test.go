@@ -8,14 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/store"
-	"github.com/listgate/listgate/store/embedded"
 )
 
 // Any document with any variables gets a well-formed GraphQL response with
@@ -34,16 +32,7 @@ func FuzzRequest(f *testing.F) {
 	} {
 		f.Add(seed.query, []byte(seed.vars))
 	}
-	dir, err := os.MkdirTemp("", "listgate-fuzz")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { os.RemoveAll(dir) })
-	s, err := embedded.Open(embedded.Config{Dir: dir})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { s.Close() })
+	s := embeddedStore(f)
 	ctx := context.Background()
 	feat, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "f", ValueType: store.String, TTL: time.Hour})
 	if err != nil {

@@ -21,7 +21,6 @@ import (
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
-	"github.com/listgate/listgate/store/embedded"
 )
 
 // backends are the stores every end-to-end test runs on.
@@ -29,14 +28,7 @@ var backends = []struct {
 	name string
 	open func(t *testing.T) store.Store
 }{
-	{"embedded", func(t *testing.T) store.Store {
-		s, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}},
+	{"embedded", func(t *testing.T) store.Store { return embeddedStore(t) }},
 	{"cassandra", func(t *testing.T) store.Store {
 		return cqltest.Open(t, cqltest.Config(t, cql.RemoveByScan))
 	}},

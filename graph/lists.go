@@ -6,7 +6,6 @@ import (
 
 	"github.com/listgate/listgate/graph/model"
 	"github.com/listgate/listgate/store"
-	"github.com/listgate/listgate/store/keys"
 	"github.com/listgate/listgate/values"
 )
 
@@ -23,10 +22,7 @@ func (r *Resolver) listRange(minTimestamp *model.Time, limit *int, after *string
 		rg.MinTimestamp = max(int64(*minTimestamp), 0)
 	}
 	if after != nil {
-		if _, err := keys.ParseItemKey(*after); err != nil {
-			return rg, err
-		}
-		rg.After = *after
+		rg.After = *after // the store checks it is an item key, before any read
 	}
 	return rg, nil
 }
@@ -63,15 +59,14 @@ func listFeature(f *store.Feature) model.ListFeature {
 	return out
 }
 
-// list resolves a list reference to its feature (from the catalog) and
-// checks the entity id.
+// list resolves a list reference to its feature (from the catalog); the
+// store checks the entity id, before anything is written.
 func (r *Resolver) list(ref model.ListRefInput) (store.List, error) {
 	f, err := r.catalog.Feature(ref.EntityType, ref.Feature, deref(ref.Version))
 	if err != nil {
 		return store.List{}, err
 	}
-	l := store.List{Feature: f, EntityID: ref.EntityID}
-	return l, keys.ValidateEntityID(ref.EntityID)
+	return store.List{Feature: f, EntityID: ref.EntityID}, nil
 }
 
 func deref[T any](p *T) T {

@@ -23,12 +23,15 @@ func keyLine(name, key, scopes string) string {
 	return name + " " + hex.EncodeToString(sum[:]) + " " + scopes
 }
 
-func embeddedStore(t *testing.T) store.Store {
-	s, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
+// embeddedStore opens an embedded store in a folder of the test's own,
+// closed when the test ends.
+func embeddedStore(tb testing.TB) *embedded.Store {
+	tb.Helper()
+	s, err := embedded.Open(embedded.Config{Dir: tb.TempDir()})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	tb.Cleanup(func() { s.Close() })
 	return s
 }
 
