@@ -102,8 +102,10 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	began := time.Now()
 	base := start(t, "--data-dir", t.TempDir())
 	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "reading_history", valueType: STRING, ttlSeconds: 2592000}) { key } }`)
-	post(t, base, "", `mutation { addListItems(list: {entityType: "user", entityId: "u1", feature: "reading_history"},
-		items: [{value: "story1", timestamp: "2026-11-20T09:00:00Z"}, {value: "story2", timestamp: "2026-11-20T10:00:00Z"}]) { added } }`)
+	hour := time.Now().UTC().Truncate(time.Hour)
+	post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: "user", entityId: "u1", feature: "reading_history"},
+		items: [{value: "story1", timestamp: %q}, {value: "story2", timestamp: %q}]) { added } }`,
+		hour.Add(-2*time.Hour).Format(time.RFC3339), hour.Add(-time.Hour).Format(time.RFC3339)))
 
 	ctx := browser(t)
 	log := watch(ctx)

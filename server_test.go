@@ -124,13 +124,16 @@ func walkthrough(t *testing.T, base, entityType string) {
 	if resp.StatusCode != http.StatusOK || out["errors"] != nil {
 		t.Fatalf("create: %d %v", resp.StatusCode, out)
 	}
+	// Timestamps from the clock: fixed dates expire under a 30-day TTL.
+	hour := time.Now().UTC().Truncate(time.Hour)
+	older, newer := hour.Add(-2*time.Hour).Format(time.RFC3339), hour.Add(-time.Hour).Format(time.RFC3339)
 	_, out = post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: %q, entityId: "u1", feature: "reading_history"},
-		items: [{value: "story1", timestamp: "2026-11-01T10:00:00Z"}, {value: "story2", timestamp: "2026-11-01T11:00:00Z"}]) { added } }`, entityType))
+		items: [{value: "story1", timestamp: %q}, {value: "story2", timestamp: %q}]) { added } }`, entityType, older, newer))
 	if fmt.Sprint(out["data"]) != "map[addListItems:map[added:2]]" {
 		t.Fatalf("add: %v", out)
 	}
 	query := fmt.Sprintf(`{ entity(type: %q, entityId: "u1") { id list(feature: "reading_history", limit: 1) { items { value timestamp } hasMore } } }`, entityType)
-	want := fmt.Sprintf("map[entity:map[id:%s:u1 list:map[hasMore:true items:[map[timestamp:2026-11-01T11:00:00Z value:story2]]]]]", entityType)
+	want := fmt.Sprintf("map[entity:map[id:%s:u1 list:map[hasMore:true items:[map[timestamp:%s value:story2]]]]]", entityType, newer)
 
 	resp, out = post(t, base, "application/graphql-response+json", query)
 	if got := resp.Header.Get("Content-Type"); got != "application/graphql-response+json" {

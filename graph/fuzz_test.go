@@ -23,7 +23,7 @@ func FuzzRequest(f *testing.F) {
 	for _, seed := range []struct{ query, vars string }{
 		{`{ listItems(entityType: "user", entityId: "u1", feature: "f") { items { value timestamp expiresAt cursor } hasMore endCursor } }`, ``},
 		{`query($id: ID!, $min: Time, $after: String) { entity(type: "user", entityId: $id) { id list(feature: "f", minTimestamp: $min, after: $after, limit: 2) { items { value } endCursor } } }`, `{"id":"u1","min":"2020-01-01T00:00:00Z","after":null}`},
-		{`mutation($v: ListValue!, $t: Time) { addListItems(list: {entityType: "user", entityId: "u2", feature: "f"}, items: [{value: $v, timestamp: $t}]) { added expired } }`, `{"v":"story9","t":"2026-01-01T00:00:00Z"}`},
+		{`mutation($v: ListValue!, $t: Time) { addListItems(list: {entityType: "user", entityId: "u2", feature: "f"}, items: [{value: $v, timestamp: $t}]) { added expired } }`, `{"v":"story9","t":"2001-09-09T01:46:40Z"}`},
 		{`mutation { removeListItemsWithValue(list: {entityType: "user", entityId: "u1", feature: "f"}, value: "a") { removed } }`, ``},
 		{`mutation { createListFeature(input: {entityType: "user", name: "g", valueType: JSON, ttlSeconds: 60}) { key } }`, ``},
 		{`{ entities(type: "user", entityIds: ["u1", "u1", ""]) { id list(feature: "f") { hasMore } } }`, ``},
