@@ -145,16 +145,16 @@ func selectionDepth(set ast.SelectionSet, fragments ast.FragmentDefinitionList, 
 // (default 100), and the entities of an entities query.
 func complexity() exec.ComplexityRoot {
 	var c exec.ComplexityRoot
-	limitOf := func(limit *int) int {
+	limitOf := func(limit *int32) int {
 		if limit == nil || *limit < 1 {
 			return 100
 		}
-		return *limit
+		return int(*limit)
 	}
-	c.Entity.List = func(child int, _ string, _ *string, _ *model.Time, limit *int, _ *string) int {
+	c.Entity.List = func(child int, _ string, _ *string, _ *model.Time, limit *int32, _ *string) int {
 		return 1 + child*limitOf(limit)
 	}
-	c.Query.ListItems = func(child int, _, _, _ string, _ *string, _ *model.Time, limit *int, _ *string) int {
+	c.Query.ListItems = func(child int, _, _, _ string, _ *string, _ *model.Time, limit *int32, _ *string) int {
 		return 1 + child*limitOf(limit)
 	}
 	c.Query.Entities = func(child int, _ string, ids []string) int { return 1 + child*max(1, len(ids)) }

@@ -1,19 +1,22 @@
 package graph
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/listgate/listgate/graph/model"
 	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/keys"
 	"github.com/listgate/listgate/values"
 )
 
 // listRange checks a list's paging arguments against the limits.
-func (r *Resolver) listRange(minTimestamp *model.Time, limit *int, after *string) (store.Range, error) {
+func (r *Resolver) listRange(minTimestamp *model.Time, limit *int32, after *string) (store.Range, error) {
 	rg := store.Range{Limit: 100}
 	if limit != nil {
-		rg.Limit = *limit
+		rg.Limit = int(*limit)
 	}
 	if rg.Limit < 1 || rg.Limit > r.limits.MaxListLimit {
 		return rg, fmt.Errorf("%w limit %d: must be from 1 to %d", store.ErrInvalid, rg.Limit, r.limits.MaxListLimit)
@@ -48,10 +51,10 @@ func listPage(f *store.Feature, p store.Page) (*model.ListPage, error) {
 	return out, nil
 }
 
-func listFeature(f *store.Feature) model.ListFeature {
-	out := model.ListFeature{
+func listFeature(f *store.Feature) *model.ListFeature {
+	out := &model.ListFeature{
 		Key: f.Key(), EntityType: f.EntityType, Name: f.Name, Version: f.Version,
-		ValueType: f.ValueType, TTLSeconds: int(f.TTL / time.Second), CreatedAt: model.TimeOf(f.CreatedAt),
+		ValueType: f.ValueType, TTLSeconds: int32(f.TTL / time.Second), CreatedAt: model.TimeOf(f.CreatedAt),
 	}
 	if f.Description != "" {
 		out.Description = &f.Description
@@ -59,15 +62,132 @@ func listFeature(f *store.Feature) model.ListFeature {
 	return out
 }
 
-// list resolves a list reference to its feature (from the catalog); the
-// store checks the entity id, before anything is written.
-func (r *Resolver) list(ref model.ListRefInput) (store.List, error) {
-	f, err := r.catalog.Feature(ref.EntityType, ref.Feature, deref(ref.Version))
+// feature looks a feature up in the catalog; while a mutation operation is
+// checked, features that an earlier field of it creates count too.
+func (r *Resolver) feature(ctx context.Context, entityType, name, version string) (*store.Feature, error) {
+	f, err := r.catalog.Feature(entityType, name, version)
+	if errors.Is(err, store.ErrNotFound) {
+		if c := checkFrom(ctx); c != nil {
+			if f, ok := c.created[keys.FeatureKey(entityType, name, version)]; ok {
+				return f, nil
+			}
+		}
+	}
+	return f, err
+}
+
+// list resolves a list reference to its feature. The store checks the
+// entity id before it writes; a check run checks it here.
+func (r *Resolver) list(ctx context.Context, ref model.ListRefInput) (store.List, error) {
+	f, err := r.feature(ctx, ref.EntityType, ref.Feature, deref(ref.Version))
 	if err != nil {
 		return store.List{}, err
 	}
-	return store.List{Feature: f, EntityID: ref.EntityID}, nil
+	l := store.List{Feature: f, EntityID: ref.EntityID}
+	if checking(ctx) {
+		if err := l.Validate(); err != nil {
+			return store.List{}, err
+		}
+	}
+	return l, nil
 }
+
+// addition turns an addListItems call into the list and items to write.
+func (r *Resolver) addition(ctx context.Context, ref model.ListRefInput, items []model.ListItemInput) (store.List, []store.NewItem, error) {
+	l, err := r.list(ctx, ref)
+	if err != nil {
+		return store.List{}, nil, err
+	}
+	now := r.now()
+	add := make([]store.NewItem, len(items))
+	for i, it := range items {
+		v, err := values.Encode(l.Feature.ValueType, it.Value.Raw)
+		if err != nil {
+			return store.List{}, nil, fmt.Errorf("items[%d]: %w", i, err)
+		}
+		add[i] = store.NewItem{Timestamp: now.UnixNano(), Value: v}
+		if it.Timestamp != nil {
+			add[i].Timestamp = int64(*it.Timestamp)
+		}
+	}
+	if checking(ctx) {
+		// What the store checks before it writes (limits, timestamps,
+		// TTLs), so that an add bound to fail fails the whole operation.
+		if _, _, err := store.PrepareAdd(l, add, now, r.store.ExpiryCap(), r.store.Limits()); err != nil {
+			return store.List{}, nil, err
+		}
+	}
+	return l, add, nil
+}
+
+// newFeature turns createListFeature's input into the feature to create.
+func (r *Resolver) newFeature(ctx context.Context, in model.CreateListFeatureInput) (store.Feature, error) {
+	f := store.Feature{
+		EntityType: in.EntityType, Name: in.Name, Version: deref(in.Version), ValueType: in.ValueType,
+		TTL: time.Duration(in.TTLSeconds) * time.Second, Description: deref(in.Description),
+	}
+	c := checkFrom(ctx)
+	if c == nil {
+		return f, nil // the catalog checks it
+	}
+	if err := f.Validate(r.now(), r.store.ExpiryCap()); err != nil {
+		return f, err
+	}
+	if _, err := r.feature(ctx, f.EntityType, f.Name, f.Version); err == nil {
+		return f, store.FeatureExists(f.Key())
+	}
+	c.created[f.Key()] = &f
+	return f, nil
+}
+
+// checkVersion checks createListFeatureVersion's arguments against the
+// catalog (and the features created before it in the operation).
+func (r *Resolver) checkVersion(ctx context.Context, entityType, name, version string, ttl *time.Duration, description *string) error {
+	c := checkFrom(ctx)
+	var base *store.Feature
+	for _, f := range r.catalog.List(entityType) {
+		if f.Name == name {
+			base = f
+		}
+	}
+	for _, f := range c.created {
+		if f.EntityType == entityType && f.Name == name {
+			base = f
+		}
+	}
+	if base == nil {
+		if err := keys.ValidateFeature(entityType, name, version); err != nil {
+			return err
+		}
+		return fmt.Errorf("feature %s#%s: %w: create it with createListFeature first", entityType, name, store.ErrNotFound)
+	}
+	v := *base
+	v.Version = version
+	if ttl != nil {
+		v.TTL = *ttl
+	}
+	if description != nil {
+		v.Description = *description
+	}
+	if err := v.Validate(r.now(), r.store.ExpiryCap()); err != nil {
+		return err
+	}
+	if _, err := r.feature(ctx, entityType, name, version); err == nil {
+		return store.FeatureExists(v.Key())
+	}
+	c.created[v.Key()] = &v
+	return nil
+}
+
+func ttlOf(seconds *int32) *time.Duration {
+	if seconds == nil {
+		return nil
+	}
+	d := time.Duration(*seconds) * time.Second
+	return &d
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func deref[T any](p *T) T {
 	var zero T

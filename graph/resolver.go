@@ -113,6 +113,7 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	srv.Use(&authorization{introspection: cfg.Introspection})
 	srv.Use(depthLimit{cfg.Limits.MaxDepth})
 	srv.Use(extension.FixedComplexityLimit(cfg.Limits.MaxComplexity))
+	srv.Use(checkMutationsFirst{})
 	srv.Use(operationTracing{tracer})
 	if _, off := cfg.TracerProvider.(tracenoop.TracerProvider); !off {
 		// Every field of every item passes this interceptor; add it only

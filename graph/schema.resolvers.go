@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/listgate/listgate/graph/exec"
 	"github.com/listgate/listgate/graph/model"
@@ -19,7 +18,7 @@ import (
 )
 
 // List is the resolver for the list field.
-func (r *entityResolver) List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, limit *int, after *string) (*model.ListPage, error) {
+func (r *entityResolver) List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (*model.ListPage, error) {
 	f, err := r.catalog.Feature(obj.Type, feature, deref(version))
 	if err != nil {
 		return nil, err
@@ -36,93 +35,95 @@ func (r *entityResolver) List(ctx context.Context, obj *model.Entity, feature st
 }
 
 // CreateListFeature is the resolver for the createListFeature field.
-func (r *mutationResolver) CreateListFeature(ctx context.Context, input model.CreateListFeatureInput) (model.ListFeature, error) {
-	f, err := r.catalog.Create(ctx, store.Feature{
-		EntityType: input.EntityType, Name: input.Name, Version: deref(input.Version),
-		ValueType: input.ValueType, TTL: time.Duration(input.TTLSeconds) * time.Second, Description: deref(input.Description),
-	})
-	if err != nil {
-		return model.ListFeature{}, err
+func (r *mutationResolver) CreateListFeature(ctx context.Context, input model.CreateListFeatureInput) (*model.ListFeature, error) {
+	f, err := r.newFeature(ctx, input)
+	if err != nil || checking(ctx) {
+		return nil, err
 	}
-	return listFeature(&f), nil
+	created, err := r.catalog.Create(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return listFeature(&created), nil
 }
 
 // CreateListFeatureVersion is the resolver for the createListFeatureVersion field.
-func (r *mutationResolver) CreateListFeatureVersion(ctx context.Context, entityType string, name string, version string, ttlSeconds *int, description *string) (model.ListFeature, error) {
-	var ttl *time.Duration
-	if ttlSeconds != nil {
-		d := time.Duration(*ttlSeconds) * time.Second
-		ttl = &d
+func (r *mutationResolver) CreateListFeatureVersion(ctx context.Context, entityType string, name string, version string, ttlSeconds *int32, description *string) (*model.ListFeature, error) {
+	ttl := ttlOf(ttlSeconds)
+	if checking(ctx) {
+		return nil, r.checkVersion(ctx, entityType, name, version, ttl, description)
 	}
-	f, err := r.catalog.CreateVersion(ctx, entityType, name, version, ttl, description)
+	created, err := r.catalog.CreateVersion(ctx, entityType, name, version, ttl, description)
 	if err != nil {
-		return model.ListFeature{}, err
+		return nil, err
 	}
-	return listFeature(&f), nil
+	return listFeature(&created), nil
 }
 
 // DeleteListFeature is the resolver for the deleteListFeature field.
-func (r *mutationResolver) DeleteListFeature(ctx context.Context, entityType string, name string) (int, error) {
-	return r.catalog.Delete(ctx, entityType, name)
+func (r *mutationResolver) DeleteListFeature(ctx context.Context, entityType string, name string) (*int32, error) {
+	if err := keys.ValidateFeature(entityType, name, ""); err != nil || checking(ctx) {
+		return nil, err
+	}
+	n, err := r.catalog.Delete(ctx, entityType, name)
+	if err != nil {
+		return nil, err
+	}
+	return ptr(int32(n)), nil
 }
 
 // DeleteListFeatureVersion is the resolver for the deleteListFeatureVersion field.
-func (r *mutationResolver) DeleteListFeatureVersion(ctx context.Context, entityType string, name string, version string) (bool, error) {
-	return r.catalog.DeleteVersion(ctx, entityType, name, version)
+func (r *mutationResolver) DeleteListFeatureVersion(ctx context.Context, entityType string, name string, version string) (*bool, error) {
+	if err := keys.ValidateFeature(entityType, name, version); err != nil || checking(ctx) {
+		return nil, err
+	}
+	ok, err := r.catalog.DeleteVersion(ctx, entityType, name, version)
+	if err != nil {
+		return nil, err
+	}
+	return &ok, nil
 }
 
 // AddListItems is the resolver for the addListItems field.
-func (r *mutationResolver) AddListItems(ctx context.Context, list model.ListRefInput, items []model.ListItemInput) (model.AddListItemsPayload, error) {
-	l, err := r.list(list)
-	if err != nil {
-		return model.AddListItemsPayload{}, err
-	}
-	now := r.now().UnixNano()
-	add := make([]store.NewItem, len(items))
-	for i, it := range items {
-		v, err := values.Encode(l.Feature.ValueType, it.Value.Raw)
-		if err != nil {
-			return model.AddListItemsPayload{}, fmt.Errorf("items[%d]: %w", i, err)
-		}
-		add[i] = store.NewItem{Timestamp: now, Value: v}
-		if it.Timestamp != nil {
-			add[i].Timestamp = int64(*it.Timestamp)
-		}
+func (r *mutationResolver) AddListItems(ctx context.Context, list model.ListRefInput, items []model.ListItemInput) (*model.AddListItemsPayload, error) {
+	l, add, err := r.addition(ctx, list, items)
+	if err != nil || checking(ctx) {
+		return nil, err
 	}
 	res, err := r.store.AddItems(ctx, l, add)
 	if err != nil {
-		return model.AddListItemsPayload{}, err
+		return nil, err
 	}
-	return model.AddListItemsPayload{Added: res.Added, Expired: res.Expired}, nil
+	return &model.AddListItemsPayload{Added: int32(res.Added), Expired: int32(res.Expired)}, nil
 }
 
 // RemoveListItemsWithValue is the resolver for the removeListItemsWithValue field.
-func (r *mutationResolver) RemoveListItemsWithValue(ctx context.Context, list model.ListRefInput, value values.Value) (model.RemoveListItemsPayload, error) {
-	l, err := r.list(list)
+func (r *mutationResolver) RemoveListItemsWithValue(ctx context.Context, list model.ListRefInput, value values.Value) (*model.RemoveListItemsPayload, error) {
+	l, err := r.list(ctx, list)
 	if err != nil {
-		return model.RemoveListItemsPayload{}, err
+		return nil, err
 	}
 	v, err := values.Encode(l.Feature.ValueType, value.Raw)
-	if err != nil {
-		return model.RemoveListItemsPayload{}, err
+	if err != nil || checking(ctx) {
+		return nil, err
 	}
 	n, err := r.store.RemoveValue(ctx, l, v)
 	if err != nil {
-		return model.RemoveListItemsPayload{}, err
+		return nil, err
 	}
-	return model.RemoveListItemsPayload{Removed: n}, nil
+	return &model.RemoveListItemsPayload{Removed: int32(n)}, nil
 }
 
 // RemoveAllListItems is the resolver for the removeAllListItems field.
-func (r *mutationResolver) RemoveAllListItems(ctx context.Context, list model.ListRefInput) (bool, error) {
-	l, err := r.list(list)
-	if err != nil {
-		return false, err
+func (r *mutationResolver) RemoveAllListItems(ctx context.Context, list model.ListRefInput) (*bool, error) {
+	l, err := r.list(ctx, list)
+	if err != nil || checking(ctx) {
+		return nil, err
 	}
 	if err := r.store.RemoveAll(ctx, l); err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, nil
+	return ptr(true), nil
 }
 
 // ListFeatures is the resolver for the listFeatures field.
@@ -135,7 +136,7 @@ func (r *queryResolver) ListFeatures(ctx context.Context, entityType *string) ([
 	fs := r.catalog.List(deref(entityType))
 	out := make([]model.ListFeature, len(fs))
 	for i, f := range fs {
-		out[i] = listFeature(f)
+		out[i] = *listFeature(f)
 	}
 	return out, nil
 }
@@ -149,8 +150,7 @@ func (r *queryResolver) ListFeature(ctx context.Context, entityType string, name
 	if err != nil {
 		return nil, err
 	}
-	out := listFeature(f)
-	return &out, nil
+	return listFeature(f), nil
 }
 
 // Entity is the resolver for the entity field.
@@ -183,7 +183,7 @@ func (r *queryResolver) Entities(ctx context.Context, typeArg string, entityIds 
 }
 
 // ListItems is the resolver for the listItems field.
-func (r *queryResolver) ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, limit *int, after *string) (model.ListPage, error) {
+func (r *queryResolver) ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (model.ListPage, error) {
 	f, err := r.catalog.Feature(entityType, feature, deref(version))
 	if err != nil {
 		return model.ListPage{}, err

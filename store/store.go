@@ -171,6 +171,8 @@ type Store interface {
 
 	// ExpiryCap is the latest expiry date the store can keep.
 	ExpiryCap() time.Time
+	// Limits are the bounds AddItems enforces.
+	Limits() Limits
 	// Ready reports whether the store answers and its schema is present.
 	Ready(ctx context.Context) error
 	Close() error

@@ -47,7 +47,7 @@ type ComplexityRoot struct {
 	Entity struct {
 		EntityID func(childComplexity int) int
 		ID       func(childComplexity int) int
-		List     func(childComplexity int, feature string, version *string, minTimestamp *model.Time, limit *int, after *string) int
+		List     func(childComplexity int, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) int
 		Type     func(childComplexity int) int
 	}
 
@@ -78,7 +78,7 @@ type ComplexityRoot struct {
 	Mutation struct {
 		AddListItems             func(childComplexity int, list model.ListRefInput, items []model.ListItemInput) int
 		CreateListFeature        func(childComplexity int, input model.CreateListFeatureInput) int
-		CreateListFeatureVersion func(childComplexity int, entityType string, name string, version string, ttlSeconds *int, description *string) int
+		CreateListFeatureVersion func(childComplexity int, entityType string, name string, version string, ttlSeconds *int32, description *string) int
 		DeleteListFeature        func(childComplexity int, entityType string, name string) int
 		DeleteListFeatureVersion func(childComplexity int, entityType string, name string, version string) int
 		RemoveAllListItems       func(childComplexity int, list model.ListRefInput) int
@@ -90,7 +90,7 @@ type ComplexityRoot struct {
 		Entity       func(childComplexity int, typeArg string, entityID string) int
 		ListFeature  func(childComplexity int, entityType string, name string, version *string) int
 		ListFeatures func(childComplexity int, entityType *string) int
-		ListItems    func(childComplexity int, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, limit *int, after *string) int
+		ListItems    func(childComplexity int, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) int
 	}
 
 	RemoveListItemsPayload struct {
@@ -103,23 +103,23 @@ type ComplexityRoot struct {
 // region    ************************** generated!.gotpl **************************
 
 type EntityResolver interface {
-	List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, limit *int, after *string) (*model.ListPage, error)
+	List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (*model.ListPage, error)
 }
 type MutationResolver interface {
-	CreateListFeature(ctx context.Context, input model.CreateListFeatureInput) (model.ListFeature, error)
-	CreateListFeatureVersion(ctx context.Context, entityType string, name string, version string, ttlSeconds *int, description *string) (model.ListFeature, error)
-	DeleteListFeature(ctx context.Context, entityType string, name string) (int, error)
-	DeleteListFeatureVersion(ctx context.Context, entityType string, name string, version string) (bool, error)
-	AddListItems(ctx context.Context, list model.ListRefInput, items []model.ListItemInput) (model.AddListItemsPayload, error)
-	RemoveListItemsWithValue(ctx context.Context, list model.ListRefInput, value values.Value) (model.RemoveListItemsPayload, error)
-	RemoveAllListItems(ctx context.Context, list model.ListRefInput) (bool, error)
+	CreateListFeature(ctx context.Context, input model.CreateListFeatureInput) (*model.ListFeature, error)
+	CreateListFeatureVersion(ctx context.Context, entityType string, name string, version string, ttlSeconds *int32, description *string) (*model.ListFeature, error)
+	DeleteListFeature(ctx context.Context, entityType string, name string) (*int32, error)
+	DeleteListFeatureVersion(ctx context.Context, entityType string, name string, version string) (*bool, error)
+	AddListItems(ctx context.Context, list model.ListRefInput, items []model.ListItemInput) (*model.AddListItemsPayload, error)
+	RemoveListItemsWithValue(ctx context.Context, list model.ListRefInput, value values.Value) (*model.RemoveListItemsPayload, error)
+	RemoveAllListItems(ctx context.Context, list model.ListRefInput) (*bool, error)
 }
 type QueryResolver interface {
 	ListFeatures(ctx context.Context, entityType *string) ([]model.ListFeature, error)
 	ListFeature(ctx context.Context, entityType string, name string, version *string) (*model.ListFeature, error)
 	Entity(ctx context.Context, typeArg string, entityID string) (model.Entity, error)
 	Entities(ctx context.Context, typeArg string, entityIds []string) ([]model.Entity, error)
-	ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, limit *int, after *string) (model.ListPage, error)
+	ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (model.ListPage, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -175,7 +175,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Entity.List(childComplexity, args["feature"].(string), args["version"].(*string), args["minTimestamp"].(*model.Time), args["limit"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.Entity.List(childComplexity, args["feature"].(string), args["version"].(*string), args["minTimestamp"].(*model.Time), args["limit"].(*int32), args["after"].(*string)), true
 	case "Entity.type":
 		if e.ComplexityRoot.Entity.Type == nil {
 			break
@@ -308,7 +308,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CreateListFeatureVersion(childComplexity, args["entityType"].(string), args["name"].(string), args["version"].(string), args["ttlSeconds"].(*int), args["description"].(*string)), true
+		return e.ComplexityRoot.Mutation.CreateListFeatureVersion(childComplexity, args["entityType"].(string), args["name"].(string), args["version"].(string), args["ttlSeconds"].(*int32), args["description"].(*string)), true
 	case "Mutation.deleteListFeature":
 		if e.ComplexityRoot.Mutation.DeleteListFeature == nil {
 			break
@@ -409,7 +409,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.ListItems(childComplexity, args["entityType"].(string), args["entityId"].(string), args["feature"].(string), args["version"].(*string), args["minTimestamp"].(*model.Time), args["limit"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.Query.ListItems(childComplexity, args["entityType"].(string), args["entityId"].(string), args["feature"].(string), args["version"].(*string), args["minTimestamp"].(*model.Time), args["limit"].(*int32), args["after"].(*string)), true
 
 	case "RemoveListItemsPayload.removed":
 		if e.ComplexityRoot.RemoveListItemsPayload.Removed == nil {
@@ -641,23 +641,31 @@ type RemoveListItemsPayload {
   removed: Int!
 }
 
+"""
+Writes. Every root field of a mutation operation is checked before any of them
+runs: an unknown feature, a value of the wrong type, a bad id or timestamp, a
+limit exceeded or a missing scope anywhere in the operation fails it whole, with
+"data": null, and nothing is written. Fields then run one after another; one
+that fails while running (the database did not answer, say) is null with its
+error in errors, and the fields before and after it keep their results.
+"""
 type Mutation {
-  createListFeature(input: CreateListFeatureInput!): ListFeature! @scope(requires: "features:admin")
+  createListFeature(input: CreateListFeatureInput!): ListFeature @scope(requires: "features:admin")
   """
   Creates another version of an existing feature, with its value type and, unless
   given, the TTL and description of its newest version.
   """
-  createListFeatureVersion(entityType: String!, name: String!, version: String!, ttlSeconds: Int, description: String): ListFeature! @scope(requires: "features:admin")
+  createListFeatureVersion(entityType: String!, name: String!, version: String!, ttlSeconds: Int, description: String): ListFeature @scope(requires: "features:admin")
   "Deletes every version of a feature; returns how many. Items expire by their TTL."
-  deleteListFeature(entityType: String!, name: String!): Int! @scope(requires: "features:admin")
+  deleteListFeature(entityType: String!, name: String!): Int @scope(requires: "features:admin")
   "Deletes one version of a feature; false if it did not exist. Items expire by their TTL."
-  deleteListFeatureVersion(entityType: String!, name: String!, version: String!): Boolean! @scope(requires: "features:admin")
+  deleteListFeatureVersion(entityType: String!, name: String!, version: String!): Boolean @scope(requires: "features:admin")
   "Adds items to a list, all or none."
-  addListItems(list: ListRefInput!, items: [ListItemInput!]!): AddListItemsPayload! @scope(requires: "lists:write")
+  addListItems(list: ListRefInput!, items: [ListItemInput!]!): AddListItemsPayload @scope(requires: "lists:write")
   "Removes every item of a list with this value, at any timestamp."
-  removeListItemsWithValue(list: ListRefInput!, value: ListValue!): RemoveListItemsPayload! @scope(requires: "lists:write")
+  removeListItemsWithValue(list: ListRefInput!, value: ListValue!): RemoveListItemsPayload @scope(requires: "lists:write")
   "Removes every item of a list."
-  removeAllListItems(list: ListRefInput!): Boolean! @scope(requires: "lists:write")
+  removeAllListItems(list: ListRefInput!): Boolean @scope(requires: "lists:write")
 }
 `, BuiltIn: false},
 }
@@ -891,8 +899,8 @@ func (ec *executionContext) field_Entity_list_args(ctx context.Context, rawArgs 
 	}
 	args["minTimestamp"] = arg2
 	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
-		func(ctx context.Context, v any) (*int, error) {
-			return ec.unmarshalOInt2ᚖint(ctx, v)
+		func(ctx context.Context, v any) (*int32, error) {
+			return ec.unmarshalOInt2ᚖint32(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -959,8 +967,8 @@ func (ec *executionContext) field_Mutation_createListFeatureVersion_args(ctx con
 	}
 	args["version"] = arg2
 	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "ttlSeconds",
-		func(ctx context.Context, v any) (*int, error) {
-			return ec.unmarshalOInt2ᚖint(ctx, v)
+		func(ctx context.Context, v any) (*int32, error) {
+			return ec.unmarshalOInt2ᚖint32(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -1225,8 +1233,8 @@ func (ec *executionContext) field_Query_listItems_args(ctx context.Context, rawA
 	}
 	args["minTimestamp"] = arg4
 	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
-		func(ctx context.Context, v any) (*int, error) {
-			return ec.unmarshalOInt2ᚖint(ctx, v)
+		func(ctx context.Context, v any) (*int32, error) {
+			return ec.unmarshalOInt2ᚖint32(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -1315,8 +1323,8 @@ func (ec *executionContext) _AddListItemsPayload_added(ctx context.Context, fiel
 			return obj.Added, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
-			return ec.marshalNInt2int(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
 		},
 		true,
 		true,
@@ -1338,8 +1346,8 @@ func (ec *executionContext) _AddListItemsPayload_expired(ctx context.Context, fi
 			return obj.Expired, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
-			return ec.marshalNInt2int(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
 		},
 		true,
 		true,
@@ -1428,7 +1436,7 @@ func (ec *executionContext) _Entity_list(ctx context.Context, field graphql.Coll
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Entity().List(ctx, obj, fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["minTimestamp"].(*model.Time), fc.Args["limit"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.Entity().List(ctx, obj, fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["minTimestamp"].(*model.Time), fc.Args["limit"].(*int32), fc.Args["after"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ListPage) graphql.Marshaler {
@@ -1589,8 +1597,8 @@ func (ec *executionContext) _ListFeature_ttlSeconds(ctx context.Context, field g
 			return obj.TTLSeconds, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
-			return ec.marshalNInt2int(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
 		},
 		true,
 		true,
@@ -1829,11 +1837,11 @@ func (ec *executionContext) _Mutation_createListFeature(ctx context.Context, fie
 			return ec.Resolvers.Mutation().CreateListFeature(ctx, fc.Args["input"].(model.CreateListFeatureInput))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.ListFeature) graphql.Marshaler {
-			return ec.marshalNListFeature2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListFeature(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ListFeature) graphql.Marshaler {
+			return ec.marshalOListFeature2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListFeature(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createListFeature(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -1870,14 +1878,14 @@ func (ec *executionContext) _Mutation_createListFeatureVersion(ctx context.Conte
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CreateListFeatureVersion(ctx, fc.Args["entityType"].(string), fc.Args["name"].(string), fc.Args["version"].(string), fc.Args["ttlSeconds"].(*int), fc.Args["description"].(*string))
+			return ec.Resolvers.Mutation().CreateListFeatureVersion(ctx, fc.Args["entityType"].(string), fc.Args["name"].(string), fc.Args["version"].(string), fc.Args["ttlSeconds"].(*int32), fc.Args["description"].(*string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.ListFeature) graphql.Marshaler {
-			return ec.marshalNListFeature2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListFeature(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ListFeature) graphql.Marshaler {
+			return ec.marshalOListFeature2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListFeature(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_createListFeatureVersion(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -1917,11 +1925,11 @@ func (ec *executionContext) _Mutation_deleteListFeature(ctx context.Context, fie
 			return ec.Resolvers.Mutation().DeleteListFeature(ctx, fc.Args["entityType"].(string), fc.Args["name"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
-			return ec.marshalNInt2int(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *int32) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint32(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_deleteListFeature(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -1961,11 +1969,11 @@ func (ec *executionContext) _Mutation_deleteListFeatureVersion(ctx context.Conte
 			return ec.Resolvers.Mutation().DeleteListFeatureVersion(ctx, fc.Args["entityType"].(string), fc.Args["name"].(string), fc.Args["version"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_deleteListFeatureVersion(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -2005,11 +2013,11 @@ func (ec *executionContext) _Mutation_addListItems(ctx context.Context, field gr
 			return ec.Resolvers.Mutation().AddListItems(ctx, fc.Args["list"].(model.ListRefInput), fc.Args["items"].([]model.ListItemInput))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.AddListItemsPayload) graphql.Marshaler {
-			return ec.marshalNAddListItemsPayload2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐAddListItemsPayload(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AddListItemsPayload) graphql.Marshaler {
+			return ec.marshalOAddListItemsPayload2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐAddListItemsPayload(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_addListItems(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -2049,11 +2057,11 @@ func (ec *executionContext) _Mutation_removeListItemsWithValue(ctx context.Conte
 			return ec.Resolvers.Mutation().RemoveListItemsWithValue(ctx, fc.Args["list"].(model.ListRefInput), fc.Args["value"].(values.Value))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.RemoveListItemsPayload) graphql.Marshaler {
-			return ec.marshalNRemoveListItemsPayload2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐRemoveListItemsPayload(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RemoveListItemsPayload) graphql.Marshaler {
+			return ec.marshalORemoveListItemsPayload2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐRemoveListItemsPayload(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_removeListItemsWithValue(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -2093,11 +2101,11 @@ func (ec *executionContext) _Mutation_removeAllListItems(ctx context.Context, fi
 			return ec.Resolvers.Mutation().RemoveAllListItems(ctx, fc.Args["list"].(model.ListRefInput))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Mutation_removeAllListItems(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -2310,7 +2318,7 @@ func (ec *executionContext) _Query_listItems(ctx context.Context, field graphql.
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().ListItems(ctx, fc.Args["entityType"].(string), fc.Args["entityId"].(string), fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["minTimestamp"].(*model.Time), fc.Args["limit"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.Query().ListItems(ctx, fc.Args["entityType"].(string), fc.Args["entityId"].(string), fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["minTimestamp"].(*model.Time), fc.Args["limit"].(*int32), fc.Args["after"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v model.ListPage) graphql.Marshaler {
@@ -2432,8 +2440,8 @@ func (ec *executionContext) _RemoveListItemsPayload_removed(ctx context.Context,
 			return obj.Removed, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
-			return ec.marshalNInt2int(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3554,7 +3562,7 @@ func (ec *executionContext) unmarshalInputCreateListFeatureInput(ctx context.Con
 			it.ValueType = data
 		case "ttlSeconds":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("ttlSeconds"))
-			data, err := ec.unmarshalNInt2int(ctx, v)
+			data, err := ec.unmarshalNInt2int32(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -4006,49 +4014,49 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createListFeature(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "createListFeatureVersion":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createListFeatureVersion(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "deleteListFeature":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteListFeature(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "deleteListFeatureVersion":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteListFeatureVersion(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "addListItems":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_addListItems(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "removeListItemsWithValue":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_removeListItemsWithValue(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "removeAllListItems":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_removeAllListItems(ctx, field)
 			})
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -4667,10 +4675,6 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
-func (ec *executionContext) marshalNAddListItemsPayload2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐAddListItemsPayload(ctx context.Context, sel ast.SelectionSet, v model.AddListItemsPayload) graphql.Marshaler {
-	return ec._AddListItemsPayload(ctx, sel, &v)
-}
-
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -4757,14 +4761,14 @@ func (ec *executionContext) marshalNID2ᚕstringᚄ(ctx context.Context, sel ast
 	return ret
 }
 
-func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, error) {
-	res, err := graphql.UnmarshalInt(v)
+func (ec *executionContext) unmarshalNInt2int32(ctx context.Context, v any) (int32, error) {
+	res, err := graphql.UnmarshalInt32(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.SelectionSet, v int) graphql.Marshaler {
+func (ec *executionContext) marshalNInt2int32(ctx context.Context, sel ast.SelectionSet, v int32) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalInt(v)
+	res := graphql.MarshalInt32(v)
 	if res == graphql.Null {
 		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
 			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
@@ -4857,10 +4861,6 @@ func (ec *executionContext) unmarshalNListValue2githubᚗcomᚋlistgateᚋlistga
 
 func (ec *executionContext) marshalNListValue2githubᚗcomᚋlistgateᚋlistgateᚋvaluesᚐValue(ctx context.Context, sel ast.SelectionSet, v values.Value) graphql.Marshaler {
 	return v
-}
-
-func (ec *executionContext) marshalNRemoveListItemsPayload2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐRemoveListItemsPayload(ctx context.Context, sel ast.SelectionSet, v model.RemoveListItemsPayload) graphql.Marshaler {
-	return ec._RemoveListItemsPayload(ctx, sel, &v)
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
@@ -5065,6 +5065,13 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
+func (ec *executionContext) marshalOAddListItemsPayload2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐAddListItemsPayload(ctx context.Context, sel ast.SelectionSet, v *model.AddListItemsPayload) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AddListItemsPayload(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -5095,21 +5102,21 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
-func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*int, error) {
+func (ec *executionContext) unmarshalOInt2ᚖint32(ctx context.Context, v any) (*int32, error) {
 	if v == nil {
 		return nil, nil
 	}
-	res, err := graphql.UnmarshalInt(v)
+	res, err := graphql.UnmarshalInt32(v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.SelectionSet, v *int) graphql.Marshaler {
+func (ec *executionContext) marshalOInt2ᚖint32(ctx context.Context, sel ast.SelectionSet, v *int32) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalInt(*v)
+	res := graphql.MarshalInt32(*v)
 	return res
 }
 
@@ -5125,6 +5132,13 @@ func (ec *executionContext) marshalOListPage2ᚖgithubᚗcomᚋlistgateᚋlistga
 		return graphql.Null
 	}
 	return ec._ListPage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalORemoveListItemsPayload2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐRemoveListItemsPayload(ctx context.Context, sel ast.SelectionSet, v *model.RemoveListItemsPayload) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RemoveListItemsPayload(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v any) (*string, error) {

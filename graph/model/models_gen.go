@@ -9,9 +9,9 @@ import (
 
 type AddListItemsPayload struct {
 	// Distinct items written.
-	Added int `json:"added"`
+	Added int32 `json:"added"`
 	// Items already expired, not written.
-	Expired int `json:"expired"`
+	Expired int32 `json:"expired"`
 }
 
 type CreateListFeatureInput struct {
@@ -23,7 +23,7 @@ type CreateListFeatureInput struct {
 	Version   *string         `json:"version,omitempty"`
 	ValueType store.ValueType `json:"valueType"`
 	// How long an item lives after its timestamp: 1 to 630720000 (20 years).
-	TTLSeconds  int     `json:"ttlSeconds"`
+	TTLSeconds  int32   `json:"ttlSeconds"`
 	Description *string `json:"description,omitempty"`
 }
 
@@ -37,7 +37,7 @@ type ListFeature struct {
 	Version   string          `json:"version"`
 	ValueType store.ValueType `json:"valueType"`
 	// How long an item lives after its timestamp.
-	TTLSeconds  int     `json:"ttlSeconds"`
+	TTLSeconds  int32   `json:"ttlSeconds"`
 	Description *string `json:"description,omitempty"`
 	CreatedAt   Time    `json:"createdAt"`
 }
@@ -56,6 +56,12 @@ type ListRefInput struct {
 	Version    *string `json:"version,omitempty"`
 }
 
+// Writes. Every root field of a mutation operation is checked before any of them
+// runs: an unknown feature, a value of the wrong type, a bad id or timestamp, a
+// limit exceeded or a missing scope anywhere in the operation fails it whole, with
+// "data": null, and nothing is written. Fields then run one after another; one
+// that fails while running (the database did not answer, say) is null with its
+// error in errors, and the fields before and after it keep their results.
 type Mutation struct {
 }
 
@@ -63,5 +69,5 @@ type Query struct {
 }
 
 type RemoveListItemsPayload struct {
-	Removed int `json:"removed"`
+	Removed int32 `json:"removed"`
 }

@@ -205,6 +205,9 @@ func (s *Store) probe(ctx context.Context) error {
 // ExpiryCap is the latest expiry date the cluster stores.
 func (s *Store) ExpiryCap() time.Time { return s.cap }
 
+// Limits are the bounds AddItems enforces.
+func (s *Store) Limits() store.Limits { return s.cfg.Limits }
+
 // Close closes the session.
 func (s *Store) Close() error {
 	s.session.Close()

@@ -92,6 +92,9 @@ func (s *Store) Close() error {
 // ExpiryCap is the latest expiry date kept: the same as Cassandra 5.0's.
 func (s *Store) ExpiryCap() time.Time { return keys.ExpiryCap2106 }
 
+// Limits are the bounds AddItems enforces.
+func (s *Store) Limits() store.Limits { return s.cfg.Limits }
+
 // Ready reports whether the database is open and answers.
 func (s *Store) Ready(context.Context) error {
 	select {

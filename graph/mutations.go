@@ -1,0 +1,69 @@
+package graph
+
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/listgate/listgate/store"
+)
+
+// checkMutationsFirst makes a mutation operation all or nothing as to its
+// input: when it has more than one root field, it runs once in check mode,
+// where every resolver checks its input (feature, ids, values, timestamps,
+// limits) and writes nothing, and only when no field failed, for real. A
+// field's input is thus checked even when an earlier field would have
+// written. Failures at run time (the database did not answer) still fail
+// only their own field.
+type checkMutationsFirst struct{}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationInterceptor
+} = checkMutationsFirst{}
+
+func (checkMutationsFirst) ExtensionName() string                   { return "CheckMutationsFirst" }
+func (checkMutationsFirst) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (checkMutationsFirst) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	oc := graphql.GetOperationContext(ctx)
+	if oc.Operation == nil || oc.Operation.Operation != ast.Mutation || writingFields(oc) < 2 {
+		return next(ctx)
+	}
+	checkCtx := context.WithValue(ctx, checkKey{}, &mutationCheck{created: map[string]*store.Feature{}})
+	if resp := next(checkCtx)(checkCtx); resp == nil || len(resp.Errors) > 0 {
+		if resp == nil { // the client went away
+			return func(context.Context) *graphql.Response { return nil }
+		}
+		return graphql.OneShot(&graphql.Response{Errors: resp.Errors}) // "data": null: nothing ran
+	}
+	return next(ctx)
+}
+
+// writingFields counts the root fields of a mutation, as they will run.
+func writingFields(oc *graphql.OperationContext) int {
+	n := 0
+	for _, f := range graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Mutation"}) {
+		if f.Name != "__typename" {
+			n++
+		}
+	}
+	return n
+}
+
+// mutationCheck is the state of a check run: the features that its fields
+// would create, so that a later field may use one.
+type mutationCheck struct {
+	created map[string]*store.Feature // by feature key
+}
+
+type checkKey struct{}
+
+func checkFrom(ctx context.Context) *mutationCheck {
+	c, _ := ctx.Value(checkKey{}).(*mutationCheck)
+	return c
+}
+
+// checking reports whether resolvers only check their input.
+func checking(ctx context.Context) bool { return checkFrom(ctx) != nil }
