@@ -8,11 +8,13 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -64,10 +66,13 @@ type Config struct {
 
 // Authenticator checks bearer tokens.
 type Authenticator struct {
-	keys     []apiKey
-	jwtKeys  []crypto.PublicKey
-	parser   *jwt.Parser
-	disabled bool
+	keys    []apiKey
+	jwtKeys []crypto.PublicKey
+	// keysByAlg holds, for each accepted alg, the configured keys of the
+	// type (and, for ECDSA, the curve) that alg verifies with.
+	keysByAlg map[string][]jwt.VerificationKey
+	parser    *jwt.Parser
+	disabled  bool
 }
 
 type apiKey struct {
@@ -108,8 +113,16 @@ func New(cfg Config) (*Authenticator, error) {
 	if len(cfg.JWTKeys) > 0 && len(a.jwtKeys) == 0 {
 		return nil, errors.New("JWT keys: no PEM public key found")
 	}
+	a.keysByAlg = map[string][]jwt.VerificationKey{}
+	for _, alg := range jwtAlgs {
+		for _, key := range a.jwtKeys {
+			if keyFits(alg, key) {
+				a.keysByAlg[alg] = append(a.keysByAlg[alg], key)
+			}
+		}
+	}
 	opts := []jwt.ParserOption{
-		jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}),
+		jwt.WithValidMethods(jwtAlgs),
 		jwt.WithExpirationRequired(),
 		jwt.WithLeeway(30 * time.Second),
 	}
@@ -193,28 +206,93 @@ func (a *Authenticator) Authenticate(authorization string) (*Principal, error) {
 	return &Principal{Name: found.name, scopes: found.scopes}, nil
 }
 
-type claims struct {
-	jwt.RegisteredClaims
-	Scope string   `json:"scope"`
-	Scp   []string `json:"scp"`
+// jwtAlgs are the signing algorithms a JWT may use.
+var jwtAlgs = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+// keyFits reports whether key is of the type alg verifies with: RSA for
+// RS* and PS*, ECDSA on the matching curve for ES*, Ed25519 for EdDSA.
+func keyFits(alg string, key crypto.PublicKey) bool {
+	switch k := key.(type) {
+	case *rsa.PublicKey:
+		return strings.HasPrefix(alg, "RS") || strings.HasPrefix(alg, "PS")
+	case *ecdsa.PublicKey:
+		switch alg {
+		case "ES256":
+			return k.Curve == elliptic.P256()
+		case "ES384":
+			return k.Curve == elliptic.P384()
+		case "ES512":
+			return k.Curve == elliptic.P521()
+		}
+	case ed25519.PublicKey:
+		return alg == "EdDSA"
+	}
+	return false
 }
 
+// scopeClaim is a scope claim (scope or scp) in either form tokens carry
+// it: a space-separated string (RFC 8693; Azure AD's scp) or a JSON list of
+// strings (Okta and others).
+type scopeClaim []string
+
+var errScopeClaim = errors.New("scope claim must be a string or a list of strings")
+
+func (s *scopeClaim) UnmarshalJSON(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return errScopeClaim
+	}
+	switch v := v.(type) {
+	case nil:
+		*s = nil
+	case string:
+		*s = strings.Fields(v)
+	case []any:
+		out := make(scopeClaim, 0, len(v))
+		for _, e := range v {
+			str, ok := e.(string)
+			if !ok {
+				return errScopeClaim
+			}
+			out = append(out, str)
+		}
+		*s = out
+	default:
+		return errScopeClaim
+	}
+	return nil
+}
+
+type claims struct {
+	jwt.RegisteredClaims
+	Scope scopeClaim `json:"scope"`
+	Scp   scopeClaim `json:"scp"`
+}
+
+// verifyJWT checks token against the configured keys that fit its alg, in
+// one parse: the signature is verified before the claims, so the error
+// reported is the most relevant one — a claims error (expired, issuer…)
+// from a key that verified the signature, else an invalid signature from
+// keys of the token's type, else "no configured key fits alg X" or a
+// malformed token; never a key of another type's complaint.
 func (a *Authenticator) verifyJWT(token string) (*Principal, error) {
 	var c claims
-	var lastErr error
-	for _, key := range a.jwtKeys {
-		_, err := a.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return key, nil })
-		if err == nil {
-			scopes := append(strings.Fields(c.Scope), c.Scp...)
-			var known []string
-			for _, s := range scopes {
-				if slices.Contains(Scopes, s) {
-					known = append(known, s)
-				}
-			}
-			return &Principal{Name: c.Subject, scopes: known}, nil
+	_, err := a.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+		alg := t.Method.Alg()
+		keys := a.keysByAlg[alg]
+		if len(keys) == 0 {
+			return nil, fmt.Errorf("no configured key fits alg %s", alg)
 		}
-		lastErr = err
+		return jwt.VerificationKeySet{Keys: keys}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: the JWT is not valid: %w", ErrUnauthenticated, err)
 	}
-	return nil, fmt.Errorf("%w: the JWT is not valid: %v", ErrUnauthenticated, lastErr)
+	var known []string
+	for _, s := range append(slices.Clone(c.Scope), c.Scp...) {
+		if slices.Contains(Scopes, s) && !slices.Contains(known, s) {
+			known = append(known, s)
+		}
+	}
+	return &Principal{Name: c.Subject, scopes: known}, nil
 }
