@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -217,4 +218,62 @@ func checkMetrics(t *testing.T, base string) {
 	if bounds[0] > 0.0005 || bounds[len(bounds)-1] < 5 {
 		t.Errorf("latency buckets %v", bounds)
 	}
+}
+
+// A client that goes away is counted as canceled, not as the gateway being
+// unavailable.
+func TestCanceledRequestIsCountedAsCanceled(t *testing.T) {
+	base := start(t, "--data-dir", t.TempDir(), "--loader-wait", "1500ms")
+	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/graphql",
+		strings.NewReader(`{"query": "query Slow { entity(type: \"user\", entityId: \"u1\") { list(feature: \"f\") { items { value } } } }"}`))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("the request was answered before the client gave up")
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m := scrape(t, base)
+		if m["Slow"]["canceled"] == 1 {
+			if n := m["Slow"]["UNAVAILABLE"]; n != 0 {
+				t.Fatalf("also counted %v times as UNAVAILABLE", n)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("requests by outcome: %v; want Slow counted once as canceled", m["Slow"])
+		}
+	}
+}
+
+// scrape reads listgate_graphql_requests_total by operation and outcome.
+func scrape(t *testing.T, base string) map[string]map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]float64{}
+	if f := families["listgate_graphql_requests_total"]; f != nil {
+		for _, m := range f.Metric {
+			labels := map[string]string{}
+			for _, l := range m.Label {
+				labels[l.GetName()] = l.GetValue()
+			}
+			op := labels["graphql_operation_name"]
+			if out[op] == nil {
+				out[op] = map[string]float64{}
+			}
+			out[op][labels["outcome"]] += m.Counter.GetValue()
+		}
+	}
+	return out
 }

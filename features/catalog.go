@@ -1,6 +1,9 @@
-// Package features keeps the list features in memory so that reads never
-// touch the metadata table: a snapshot refreshed on an interval and after
-// every local change, so gateway replicas converge within one interval. It
+// Package features keeps the list features in memory so that lookups of
+// known features never touch the metadata table: a snapshot refreshed on an
+// interval and after every local change. A lookup that misses reads the
+// metadata again before it answers, so a feature created through any
+// replica is found through every other at once. Writes are refused while
+// the snapshot is older than the bound that deleted features rely on. It
 // also holds the feature operations built from the store's primitives
 // (create a version, delete every version).
 package features
@@ -10,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,11 +40,34 @@ type Catalog struct {
 	snap      atomic.Pointer[snapshot]
 	log       *slog.Logger
 	refreshes metric.Int64Counter
+	now       func() time.Time // time.Now; tests move it
+
+	mu      sync.Mutex
+	next    *readThrough // the read misses wait for; not started yet
+	reading bool         // a read-through refresh is running
 }
 
-// MaxRefreshInterval keeps replicas within the grace that deleted features
-// are given before they may be re-created.
-const MaxRefreshInterval = keys.RecreateGrace / 2
+// readThrough is one refresh that lookups which missed wait for.
+type readThrough struct {
+	done chan struct{}
+	err  error
+}
+
+const (
+	// MaxRefreshInterval keeps replicas within the grace that deleted
+	// features are given before they may be re-created.
+	MaxRefreshInterval = keys.RecreateGrace / 2
+	// MaxWriteAge is the oldest a snapshot may be for writes: a replica
+	// that cannot refresh must not keep writing under a feature deleted
+	// elsewhere past the grace (a minute of it is left for clock skew).
+	MaxWriteAge = keys.RecreateGrace - time.Minute
+	// readThroughGap spaces the refreshes that misses cause, so that a
+	// flood of lookups of unknown features costs the store at most one
+	// metadata read per gap.
+	readThroughGap = 10 * time.Millisecond
+	// readThroughTimeout bounds one such refresh, whoever waits for it.
+	readThroughTimeout = 5 * time.Second
+)
 
 // New loads the features once; Run keeps them fresh. Its metrics go to mp
 // (none when nil).
@@ -49,8 +76,8 @@ func New(ctx context.Context, s store.Store, log *slog.Logger, mp metric.MeterPr
 		mp = noop.NewMeterProvider()
 	}
 	meter := mp.Meter("github.com/listgate/listgate/features")
-	c := &Catalog{store: s, log: log}
-	c.snap.Store(&snapshot{byID: map[id]*store.Feature{}, taken: time.Now()})
+	c := &Catalog{store: s, log: log, now: time.Now}
+	c.snap.Store(&snapshot{byID: map[id]*store.Feature{}, taken: c.now()})
 	var err error
 	if c.refreshes, err = meter.Int64Counter("listgate.features.refreshes",
 		metric.WithDescription("Reloads of the feature catalog, by outcome.")); err != nil {
@@ -86,9 +113,10 @@ func (c *Catalog) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// Refresh reloads every feature from the store.
+// Refresh reloads every feature from the store. A refresh that ends after
+// one that started later is dropped: snapshots never go backwards.
 func (c *Catalog) Refresh(ctx context.Context) error {
-	taken := time.Now()
+	taken := c.now()
 	fs, err := c.store.Features(ctx, "")
 	if err != nil {
 		c.refreshes.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "error")))
@@ -101,25 +129,100 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 		s.byID[id{f.EntityType, f.Name, f.Version}] = f
 		s.all[i] = f
 	}
-	c.snap.Store(s)
-	return nil
+	for {
+		cur := c.snap.Load()
+		if !cur.taken.Before(taken) || c.snap.CompareAndSwap(cur, s) {
+			return nil
+		}
+	}
 }
 
 // Age is how old the snapshot is.
-func (c *Catalog) Age() time.Duration { return time.Since(c.snap.Load().taken) }
+func (c *Catalog) Age() time.Duration { return c.now().Sub(c.snap.Load().taken) }
 
-// Feature returns a feature, or a NOT_FOUND error naming it.
-func (c *Catalog) Feature(entityType, name, version string) (*store.Feature, error) {
+// Feature returns a feature, or a NOT_FOUND error naming it. A feature
+// the snapshot lacks is looked up again in a snapshot taken after the call
+// began, so that one created through another replica is found.
+func (c *Catalog) Feature(ctx context.Context, entityType, name, version string) (*store.Feature, error) {
 	if f, ok := c.snap.Load().byID[id{entityType, name, version}]; ok {
 		return f, nil
 	}
 	if err := keys.ValidateFeature(entityType, name, version); err != nil {
 		return nil, err
 	}
+	if err := c.readThrough(ctx); err != nil {
+		return nil, fmt.Errorf("feature %s: %w", keys.FeatureKey(entityType, name, version), err)
+	}
+	if f, ok := c.snap.Load().byID[id{entityType, name, version}]; ok {
+		return f, nil
+	}
 	return nil, fmt.Errorf("feature %s: %w", keys.FeatureKey(entityType, name, version), store.ErrNotFound)
 }
 
-// List returns the features of one entity type, or all when it is "".
+// Fresh reports whether the snapshot is recent enough to write under: an
+// UNAVAILABLE error when the store has not answered a refresh for
+// MaxWriteAge.
+func (c *Catalog) Fresh() error {
+	if age := c.Age(); age > MaxWriteAge {
+		return fmt.Errorf("%w: the feature catalog was last read from the store %s ago, more than the %s that writes allow (a feature deleted elsewhere could still be written); writes resume once the store answers",
+			store.ErrUnavailable, age.Round(time.Second), MaxWriteAge)
+	}
+	return nil
+}
+
+// readThrough waits for a refresh that starts after it was called. Calls
+// that come while none has started share the next one; one runs at a time,
+// readThroughGap apart.
+func (c *Catalog) readThrough(ctx context.Context) error {
+	c.mu.Lock()
+	r := c.next
+	if r == nil {
+		r = &readThrough{done: make(chan struct{})}
+		c.next = r
+		if !c.reading {
+			c.reading = true
+			go c.readThroughLoop()
+		}
+	}
+	c.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Catalog) readThroughLoop() {
+	for {
+		c.mu.Lock()
+		r := c.next
+		c.next = nil
+		if r == nil {
+			c.reading = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), readThroughTimeout)
+		r.err = c.Refresh(ctx)
+		cancel()
+		close(r.done)
+		time.Sleep(readThroughGap)
+	}
+}
+
+// Features returns the features of one entity type, or all when it is "",
+// from a snapshot taken after the call began.
+func (c *Catalog) Features(ctx context.Context, entityType string) ([]*store.Feature, error) {
+	if err := c.readThrough(ctx); err != nil {
+		return nil, err
+	}
+	return c.List(entityType), nil
+}
+
+// List returns the features of one entity type, or all when it is "", from
+// the snapshot.
 func (c *Catalog) List(entityType string) []*store.Feature {
 	all := c.snap.Load().all
 	if entityType == "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func newStore(t *testing.T) *countingStore {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func TestLookupsDoNotReadTheStore(t *testing.T) {
+func TestLookupsOfKnownFeaturesDoNotReadTheStore(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	c, err := features.New(ctx, s, quiet, nil)
@@ -48,21 +49,19 @@ func TestLookupsDoNotReadTheStore(t *testing.T) {
 	}
 	reads := s.featureReads.Load()
 	for range 100 {
-		if _, err := c.Feature("user", "f", ""); err != nil {
+		if _, err := c.Feature(ctx, "user", "f", ""); err != nil {
 			t.Fatal(err)
-		}
-		if _, err := c.Feature("user", "missing", ""); !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("missing feature: err = %v, want ErrNotFound", err)
 		}
 		c.List("user")
 	}
 	if n := s.featureReads.Load() - reads; n != 0 {
-		t.Fatalf("%d metadata reads for 300 lookups; want 0", n)
+		t.Fatalf("%d metadata reads for 200 lookups; want 0", n)
 	}
 }
 
-// A change made through one replica's catalog is visible there at once and
-// on another replica within one refresh interval.
+// A change made through one replica's catalog is visible there at once; on
+// another, a created feature is found at once (a miss reads the store) and a
+// deleted one is gone within one refresh interval.
 func TestReplicasConverge(t *testing.T) {
 	s := newStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -76,23 +75,26 @@ func TestReplicasConverge(t *testing.T) {
 		t.Fatal(err)
 	}
 	const interval = 50 * time.Millisecond
+	b.Feature(ctx, "user", "f", "") // a miss before the create
 	go b.Run(ctx, interval)
 
 	if _, err := a.Create(ctx, store.Feature{EntityType: "user", Name: "f", ValueType: store.String, TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Feature("user", "f", ""); err != nil {
+	if _, err := a.Feature(ctx, "user", "f", ""); err != nil {
 		t.Fatalf("the creating replica does not see its feature: %v", err)
 	}
-	waitFor(t, 20*interval, func() bool { _, err := b.Feature("user", "f", ""); return err == nil })
+	if _, err := b.Feature(ctx, "user", "f", ""); err != nil {
+		t.Fatalf("another replica does not see the feature at once: %v", err)
+	}
 
 	if n, err := a.Delete(ctx, "user", "f"); err != nil || n != 1 {
 		t.Fatalf("Delete = %d, %v", n, err)
 	}
-	if _, err := a.Feature("user", "f", ""); !errors.Is(err, store.ErrNotFound) {
+	if _, err := a.Feature(ctx, "user", "f", ""); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the deleting replica still sees the feature: %v", err)
 	}
-	waitFor(t, 20*interval, func() bool { _, err := b.Feature("user", "f", ""); return errors.Is(err, store.ErrNotFound) })
+	waitFor(t, 20*interval, func() bool { _, err := b.Feature(ctx, "user", "f", ""); return errors.Is(err, store.ErrNotFound) })
 	if age := b.Age(); age > 10*interval {
 		t.Fatalf("snapshot age %v with a %v interval", age, interval)
 	}
@@ -106,5 +108,120 @@ func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
 			t.Fatalf("not within %v", limit)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Lookups that miss at once share a refresh, and each waits for one that
+// started after it: a flood of unknown features costs few metadata reads.
+func TestMissesShareARefresh(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	c, err := features.New(ctx, s, quiet, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := s.featureReads.Load()
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Go(func() {
+			if _, err := c.Feature(ctx, "user", "missing", ""); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("err = %v, want ErrNotFound", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := s.featureReads.Load() - reads; n < 1 || n > 20 {
+		t.Fatalf("%d metadata reads for 200 concurrent misses; want 1 to 20", n)
+	}
+}
+
+// slowStore holds its next metadata read until released, answering with
+// what the store held when the read began.
+type slowStore struct {
+	store.Store
+	hold    atomic.Bool
+	started chan struct{}
+	release chan struct{}
+}
+
+func (s *slowStore) Features(ctx context.Context, entityType string) ([]store.Feature, error) {
+	fs, err := s.Store.Features(ctx, entityType)
+	if s.hold.CompareAndSwap(true, false) {
+		close(s.started)
+		<-s.release
+	}
+	return fs, err
+}
+
+// A slow refresh that ends after a newer one does not bring back an older
+// snapshot.
+func TestSnapshotsNeverGoBackwards(t *testing.T) {
+	s := &slowStore{Store: newStore(t), started: make(chan struct{}), release: make(chan struct{})}
+	ctx := context.Background()
+	c, err := features.New(ctx, s, quiet, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.hold.Store(true)
+	done := make(chan error)
+	go func() { done <- c.Refresh(ctx) }() // reads no feature, then waits
+	<-s.started
+	if _, err := c.Create(ctx, store.Feature{EntityType: "user", Name: "f", ValueType: store.String, TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	close(s.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(c.List("user")) != 1 {
+		t.Fatal("the older refresh replaced the newer snapshot: the created feature is gone")
+	}
+}
+
+// failingStore fails metadata reads while down.
+type failingStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (s *failingStore) Features(ctx context.Context, entityType string) ([]store.Feature, error) {
+	if s.down.Load() {
+		return nil, store.ErrUnavailable
+	}
+	return s.Store.Features(ctx, entityType)
+}
+
+// A catalog that cannot refresh refuses writes once its snapshot is older
+// than deleted features allow, and accepts them again after a refresh.
+func TestStaleCatalogRefusesWrites(t *testing.T) {
+	s := &failingStore{Store: newStore(t)}
+	ctx := context.Background()
+	c, err := features.New(ctx, s, quiet, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offset atomic.Int64
+	features.SetClock(c, func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
+	if err := c.Fresh(); err != nil {
+		t.Fatalf("a fresh catalog: %v", err)
+	}
+	s.down.Store(true)
+	offset.Store(int64(features.MaxWriteAge - time.Second))
+	if err := c.Refresh(ctx); err == nil {
+		t.Fatal("refresh from a store that is down succeeded")
+	}
+	if err := c.Fresh(); err != nil {
+		t.Fatalf("just inside the bound: %v", err)
+	}
+	offset.Store(int64(features.MaxWriteAge + time.Second))
+	if err := c.Fresh(); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("past the bound: err = %v, want ErrUnavailable", err)
+	}
+	s.down.Store(false)
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Fresh(); err != nil {
+		t.Fatalf("after a refresh: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -32,6 +33,8 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
 		message := gqlErr.Message
 		code := classify(err)
+		var intErr *graphql.IntegerError
+		var numErr *strconv.NumError
 		switch code {
 		case "":
 			// Parse and validation errors, and arguments gqlgen could not
@@ -39,6 +42,13 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			code = CodeBadUserInput
 			if c, _ := gqlErr.Extensions["code"].(string); c == "PERSISTED_QUERY_NOT_FOUND" {
 				code = c // automatic persisted query clients rely on this code
+			}
+		case CodeBadUserInput:
+			if errors.As(err, &intErr) || errors.As(err, &numErr) {
+				// An argument gqlgen could not coerce: name it.
+				if n := len(gqlErr.Path); n > 0 {
+					message = fmt.Sprintf("%v: %s", gqlErr.Path[n-1], message)
+				}
 			}
 		case CodeUnavailable:
 			message = "the list store did not answer in time; retry later"
@@ -66,6 +76,8 @@ func classify(err error) string {
 	switch {
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrConflict):
 		return CodeBadUserInput
+	case errors.As(err, new(*graphql.IntegerError)), errors.As(err, new(*strconv.NumError)):
+		return CodeBadUserInput // an Int argument out of range, or not a number
 	case errors.Is(err, store.ErrNotFound):
 		return CodeNotFound
 	case errors.Is(err, errForbidden):

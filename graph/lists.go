@@ -65,7 +65,7 @@ func listFeature(f *store.Feature) *model.ListFeature {
 // feature looks a feature up in the catalog; while a mutation operation is
 // checked, features that an earlier field of it creates count too.
 func (r *Resolver) feature(ctx context.Context, entityType, name, version string) (*store.Feature, error) {
-	f, err := r.catalog.Feature(entityType, name, version)
+	f, err := r.catalog.Feature(ctx, entityType, name, version)
 	if errors.Is(err, store.ErrNotFound) {
 		if c := checkFrom(ctx); c != nil {
 			if f, ok := c.created[keys.FeatureKey(entityType, name, version)]; ok {
@@ -76,9 +76,12 @@ func (r *Resolver) feature(ctx context.Context, entityType, name, version string
 	return f, err
 }
 
-// list resolves a list reference to its feature. The store checks the
-// entity id before it writes; a check run checks it here.
+// list resolves a list reference to its feature, to write to. The store
+// checks the entity id before it writes; a check run checks it here.
 func (r *Resolver) list(ctx context.Context, ref model.ListRefInput) (store.List, error) {
+	if err := r.catalog.Fresh(); err != nil {
+		return store.List{}, err
+	}
 	f, err := r.feature(ctx, ref.EntityType, ref.Feature, deref(ref.Version))
 	if err != nil {
 		return store.List{}, err

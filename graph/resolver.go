@@ -6,6 +6,7 @@ package graph
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,7 +16,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/vektah/gqlparser/v2/ast"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -102,8 +102,9 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	}
 	r := &Resolver{store: cfg.Store, catalog: cfg.Catalog, limits: cfg.Limits, now: cfg.Now}
 	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r, Complexity: complexity()}))
-	srv.AddTransport(transport.GET{})
+	srv.AddTransport(get{})
 	srv.AddTransport(postTransport)
+	srv.SetValidationRulesFn(validationRules)
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	if cfg.Introspection {
 		srv.Use(extension.Introspection{})
@@ -167,7 +168,10 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	req := &request{loaders: loaders{ll: e.loader}}
 	ctx := context.WithValue(r.Context(), requestKey{}, req)
-	defer func() { e.requests.done(ctx, &req.info, time.Since(start)) }()
+	defer func() {
+		req.info.canceled = errors.Is(r.Context().Err(), context.Canceled)
+		e.requests.done(ctx, &req.info, time.Since(start))
+	}()
 	p, err := e.auth.Authenticate(r.Header.Get("Authorization"))
 	if err != nil {
 		req.info.addCode(CodeUnauthenticated)

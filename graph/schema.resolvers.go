@@ -19,7 +19,7 @@ import (
 
 // List is the resolver for the list field.
 func (r *entityResolver) List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (*model.ListPage, error) {
-	f, err := r.catalog.Feature(obj.Type, feature, deref(version))
+	f, err := r.catalog.Feature(ctx, obj.Type, feature, deref(version))
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,10 @@ func (r *queryResolver) ListFeatures(ctx context.Context, entityType *string) ([
 			return nil, err
 		}
 	}
-	fs := r.catalog.List(deref(entityType))
+	fs, err := r.catalog.Features(ctx, deref(entityType))
+	if err != nil {
+		return nil, err
+	}
 	out := make([]model.ListFeature, len(fs))
 	for i, f := range fs {
 		out[i] = *listFeature(f)
@@ -143,7 +146,7 @@ func (r *queryResolver) ListFeatures(ctx context.Context, entityType *string) ([
 
 // ListFeature is the resolver for the listFeature field.
 func (r *queryResolver) ListFeature(ctx context.Context, entityType string, name string, version *string) (*model.ListFeature, error) {
-	f, err := r.catalog.Feature(entityType, name, deref(version))
+	f, err := r.catalog.Feature(ctx, entityType, name, deref(version))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -184,7 +187,7 @@ func (r *queryResolver) Entities(ctx context.Context, typeArg string, entityIds 
 
 // ListItems is the resolver for the listItems field.
 func (r *queryResolver) ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (model.ListPage, error) {
-	f, err := r.catalog.Feature(entityType, feature, deref(version))
+	f, err := r.catalog.Feature(ctx, entityType, feature, deref(version))
 	if err != nil {
 		return model.ListPage{}, err
 	}

@@ -21,6 +21,7 @@ type requestInfo struct {
 	mu                  sync.Mutex
 	operation, operType string
 	codes               []string
+	canceled            bool // the client went away before the answer
 }
 
 func requestInfoFrom(ctx context.Context) *requestInfo {
@@ -42,10 +43,15 @@ func (ri *requestInfo) addCode(code string) {
 	ri.mu.Unlock()
 }
 
-// outcome is "ok", or the code of the request's first error.
+// outcome is "canceled" when the client went away, else "ok" or the code
+// of the request's first error. A client that cancels is not a failure of
+// the gateway: it must not count against availability.
 func (ri *requestInfo) outcome() string {
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
+	if ri.canceled {
+		return "canceled"
+	}
 	if len(ri.codes) == 0 {
 		return "ok"
 	}
@@ -73,7 +79,7 @@ func newRequestObserver(meter metric.Meter, log *slog.Logger) (*requestObserver,
 	o := &requestObserver{log: log, names: map[string]bool{}}
 	var err error
 	if o.requests, err = meter.Int64Counter("listgate.graphql.requests",
-		metric.WithDescription("GraphQL requests, by operation name, operation type and outcome (ok or the first error's code).")); err != nil {
+		metric.WithDescription("GraphQL requests, by operation name, operation type and outcome (ok, canceled by the client, or the first error's code).")); err != nil {
 		return nil, err
 	}
 	if o.duration, err = meter.Float64Histogram("listgate.graphql.request.duration", metric.WithUnit("s"),

@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/listgate/listgate/store"
@@ -61,6 +63,13 @@ func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecuto
 		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.Errorf("json request body could not be decoded: %+v body:%s", err, string(body))}))
 		return
 	}
+	if !jsontext.Value(body).IsValid() {
+		// encoding/json turns invalid UTF-8 and lone surrogates ("\ud800")
+		// into U+FFFD, so distinct values would become one; refuse them.
+		w.WriteHeader(http.StatusBadRequest)
+		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w %s", store.ErrInvalid, strictJSONError(body)))}))
+		return
+	}
 	params.Headers = r.Header
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
 	rc, opErr := exec.CreateOperationContext(ctx, params)
@@ -78,6 +87,42 @@ func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecuto
 	}
 	responses, ctx := exec.DispatchOperation(ctx, rc)
 	writeResponse(w, responses(ctx))
+}
+
+// strictJSONError says why a body that encoding/json decoded is not strict
+// JSON (RFC 8259 text in valid UTF-8, RFC 7493: no duplicate names).
+func strictJSONError(body []byte) string {
+	_, err := jsontext.NewDecoder(bytes.NewReader(body)).ReadValue()
+	msg := "request body: not strict JSON"
+	if err != nil {
+		msg += ": " + strings.TrimPrefix(err.Error(), "jsontext: ")
+	}
+	return msg + " (strings must be valid UTF-8 without lone surrogates, and names unique)"
+}
+
+// get is gqlgen's GET transport, refusing what it would change silently:
+// invalid UTF-8 in the query parameters, lone surrogates in variables.
+type get struct{ transport.GET }
+
+var _ graphql.Transport = get{}
+
+func (g get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	q := r.URL.Query()
+	for _, name := range []string{"query", "operationName", "variables", "extensions"} {
+		v := q.Get(name)
+		bad := !utf8.ValidString(v)
+		if !bad && v != "" && (name == "variables" || name == "extensions") {
+			bad = !jsontext.Value(v).IsValid()
+		}
+		if bad {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			writeResponse(w, exec.DispatchError(r.Context(), gqlerror.List{gqlerror.WrapPath(nil,
+				fmt.Errorf("%w %s parameter: not valid UTF-8, or not strict JSON (lone surrogates, duplicate names)", store.ErrInvalid, name))}))
+			return
+		}
+	}
+	g.GET.Do(w, r, exec)
 }
 
 const graphQLResponseJSON = "application/graphql-response+json"

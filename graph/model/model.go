@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/listgate/listgate/store"
@@ -42,11 +43,31 @@ func (t *Time) UnmarshalGQL(v any) error {
 	if err != nil {
 		return fmt.Errorf("%w Time %s: not an RFC 3339 date-time such as \"2024-08-29T16:44:05.43Z\"", store.ErrInvalid, strconv.Quote(s))
 	}
+	if fractionDigits(s) > 9 {
+		// time.Parse would drop the digits past the nanosecond.
+		return fmt.Errorf("%w Time %s: more than 9 fractional digits; a Time holds nanoseconds", store.ErrInvalid, strconv.Quote(s))
+	}
 	if parsed.Before(minTime) || parsed.After(maxTime) {
 		return fmt.Errorf("%w Time %s: out of range (%s to %s)", store.ErrInvalid, strconv.Quote(s), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
 	}
 	*t = Time(parsed.UnixNano())
 	return nil
+}
+
+// fractionDigits counts the digits after the seconds of an RFC 3339 time.
+func fractionDigits(s string) int {
+	dot := strings.IndexByte(s, '.')
+	if dot < 0 {
+		return 0
+	}
+	n := 0
+	for _, c := range []byte(s[dot+1:]) {
+		if c < '0' || c > '9' {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 // ListItem is one item of a list.

@@ -1,0 +1,83 @@
+package graph_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// raw POSTs a body as it is and returns the status and the errors.
+func (g *gateway) raw(body string) (int, []gqlError) {
+	g.t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/graphql", strings.NewReader(strings.ReplaceAll(body, "$type", g.entityType)))
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	g.h.ServeHTTP(w, req)
+	var resp struct{ Errors []gqlError }
+	if err := json.NewDecoder(bytes.NewReader(w.Body.Bytes())).Decode(&resp); err != nil {
+		g.t.Fatalf("HTTP %d, decoding %q: %v", w.Code, w.Body.String(), err)
+	}
+	return w.Code, resp.Errors
+}
+
+// Input the JSON decoder or the GraphQL parser would change without a word
+// is refused, and nothing is written: invalid UTF-8, lone surrogates,
+// surrogate escapes in the query text, a tenth fractional digit of a time,
+// integers out of an argument's range.
+func TestInputThatWouldChangeIsRefused(t *testing.T) {
+	g := newGateway(t, embeddedStore(t))
+	g.createFeature("f", "STRING", 3600)
+	add := `{"query": "mutation($v: ListValue!) { addListItems(list: {entityType: \"$type\", entityId: \"u1\", feature: \"f\"}, items: [{value: $v}]) { added } }", "variables": {"v": %s}}`
+	for _, c := range []struct{ name, value string }{
+		{"lone high surrogate", `"\ud800"`},
+		{"lone low surrogate", `"\udfff"`},
+		{"invalid UTF-8", "\"a\xffb\""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, errs := g.raw(strings.Replace(add, "%s", c.value, 1))
+			if status != http.StatusBadRequest || len(errs) != 1 || errs[0].Extensions.Code != "BAD_USER_INPUT" || !strings.Contains(errs[0].Message, "UTF-8") {
+				t.Fatalf("HTTP %d %+v; want 400 and one BAD_USER_INPUT about UTF-8", status, errs)
+			}
+		})
+	}
+	// A pair is one character, kept.
+	if status, errs := g.raw(strings.Replace(add, "%s", `"\ud83d\ude00"`, 1)); status != http.StatusOK || len(errs) != 0 {
+		t.Fatalf("surrogate pair: HTTP %d %+v", status, errs)
+	}
+	equal(t, "values", values(g.listItems("u1", "f", nil)), []any{"😀"})
+
+	for _, c := range []struct{ name, query, says string }{
+		{"surrogate escape in the query", `mutation { addListItems(list: {entityType: "$type", entityId: "u1", feature: "f"}, items: [{value: "\ud83d\ude00"}]) { added } }`, "surrogates"},
+		{"tenth fractional digit", `mutation { addListItems(list: {entityType: "$type", entityId: "u1", feature: "f"}, items: [{value: "x", timestamp: "2001-09-09T01:46:40.1234567891Z"}]) { added } }`, "9 fractional digits"},
+		{"ttlSeconds past 32 bits", `mutation { createListFeature(input: {entityType: "$type", name: "g", valueType: STRING, ttlSeconds: 36028797019050368}) { key } }`, "ttlSeconds"},
+		{"version ttlSeconds past 32 bits", `mutation { createListFeatureVersion(entityType: "$type", name: "f", version: "v2", ttlSeconds: 36028797018963973) { key } }`, "ttlSeconds"},
+		{"limit past 32 bits", `{ listItems(entityType: "$type", entityId: "u1", feature: "f", limit: 4294967297) { hasMore } }`, "limit"},
+		{"integer literal past 64 bits", `mutation { addListItems(list: {entityType: "$type", entityId: "u1", feature: "f"}, items: [{value: 18446744073709551617}]) { added } }`, "64 bits"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data, errs := g.do(c.query, nil)
+			if len(errs) == 0 || errs[0].Extensions.Code != "BAD_USER_INPUT" || !strings.Contains(errs[0].Message, c.says) || len(data) > 0 && !strings.Contains(fmt.Sprint(data), "<nil>") {
+				t.Fatalf("data %v, errors %+v; want BAD_USER_INPUT saying %q first", data, errs, c.says)
+			}
+		})
+	}
+	if data, _ := g.do(`{ listFeature(entityType: "$type", name: "f", version: "v2") { key } }`, nil); data["listFeature"] != nil {
+		t.Fatalf("version v2 was created: %v", data)
+	}
+	equal(t, "values", values(g.listItems("u1", "f", nil)), []any{"😀"})
+
+	// GET: the same rules for query parameters.
+	for _, q := range []string{"query=%7Bx%FF%7D", "query=" + url.QueryEscape(`query($v: String) { listFeatures(entityType: $v) { key } }`) + "&variables=" + url.QueryEscape(`{"v":"\udfff"}`)} {
+		req := httptest.NewRequest(http.MethodGet, "/graphql?"+q, nil)
+		w := httptest.NewRecorder()
+		g.h.ServeHTTP(w, req)
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "BAD_USER_INPUT") {
+			t.Errorf("GET ?%s: HTTP %d %s; want 400 BAD_USER_INPUT", q, w.Code, w.Body)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package graph
+
+import (
+	"regexp"
+	"strconv"
+
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/validator/core"
+	"github.com/vektah/gqlparser/v2/validator/rules"
+)
+
+// validationRules are gqlparser's, plus exactLiterals. They run once per
+// document; the query cache keeps the result.
+func validationRules() *rules.Rules {
+	r := rules.NewDefaultRules()
+	r.AddRule("ExactLiterals", exactLiterals)
+	return r
+}
+
+// surrogateEscape finds \uD800–\uDFFF: the parser writes each half of a
+// UTF-16 surrogate pair as U+FFFD, so "\ud83d\ude00" would not be 😀.
+var surrogateEscape = regexp.MustCompile(`\\u[dD][89a-fA-F][0-9a-fA-F]{2}`)
+
+// exactLiterals refuses literals that the parser would change without a
+// word: integers beyond 64 bits, numbers a 64-bit float cannot hold
+// exactly, and surrogate escapes. Variables follow the same rules in
+// values.Encode, so a value means the same written either way.
+func exactLiterals(observers *core.Events, addError core.AddErrFunc) {
+	checkedSource := false
+	observers.OnOperation(func(_ *core.Walker, op *ast.OperationDefinition) {
+		if checkedSource || op.Position == nil || op.Position.Src == nil {
+			return
+		}
+		checkedSource = true
+		if m := surrogateEscape.FindString(op.Position.Src.Input); m != "" {
+			addError(core.Message("%s: escaped UTF-16 surrogates are not decoded by this server's GraphQL parser; write the character itself, or pass the value in variables", m), core.At(op.Position))
+		}
+	})
+	observers.OnValue(func(_ *core.Walker, v *ast.Value) {
+		switch v.Kind {
+		case ast.IntValue:
+			if _, err := strconv.ParseInt(v.Raw, 10, 64); err != nil {
+				addError(core.Message("integer %s is beyond 64 bits", v.Raw), core.At(v.Position))
+			}
+		}
+	})
+}
