@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocql/gocql"
+
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
@@ -95,6 +97,44 @@ func BenchmarkAddItems(b *testing.B) {
 				b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "items/s")
 			})
 		}
+	}
+}
+
+// BenchmarkBatchType adds n items to one partition per batch, alternating a
+// logged and an unlogged batch, to choose AddItems' batch type. Alternating
+// in one loop pairs the two under the same server state, which separate
+// sub-benchmarks (one after the other, the server warming up or others
+// loading it meanwhile) do not. It reports each type's mean latency.
+func BenchmarkBatchType(b *testing.B) {
+	s, f := benchStore(b, cql.RemoveByScan)
+	defer s.SetBatchType(gocql.LoggedBatch)
+	for _, n := range []int{10, 100} {
+		b.Run(fmt.Sprintf("items=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			items := make([]store.NewItem, n)
+			types := [2]gocql.BatchType{gocql.LoggedBatch, gocql.UnloggedBatch}
+			var took [2]time.Duration
+			i := 0
+			for b.Loop() {
+				for step := range 2 {
+					k := (i + step) % 2 // which type goes first alternates too
+					now := time.Now().UnixNano()
+					for j := range items {
+						items[j] = store.NewItem{Timestamp: now, Value: fmt.Appendf(nil, "story%d", j)}
+					}
+					l := store.List{Feature: f, EntityID: fmt.Sprint("u", (2*i+k)%1000)}
+					s.SetBatchType(types[k])
+					start := time.Now()
+					if _, err := s.AddItems(ctx, l, items); err != nil {
+						b.Fatal(err)
+					}
+					took[k] += time.Since(start)
+				}
+				i++
+			}
+			b.ReportMetric(float64(took[0].Nanoseconds())/float64(i), "logged-ns/batch")
+			b.ReportMetric(float64(took[1].Nanoseconds())/float64(i), "unlogged-ns/batch")
+		})
 	}
 }
 

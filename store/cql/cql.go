@@ -95,6 +95,8 @@ type Store struct {
 	scylla  bool
 	cap     time.Time // latest expiry date the cluster accepts
 	stmt    statements
+	// batchType is how AddItems batches; see there.
+	batchType gocql.BatchType
 }
 
 var _ store.Store = (*Store)(nil)
@@ -131,6 +133,11 @@ func newStatements(ks string) statements {
 
 // Open connects to the cluster. It does not touch the schema (see Migrate).
 func Open(ctx context.Context, cfg Config) (*Store, error) {
+	return open(ctx, cfg, nil)
+}
+
+// open is Open with a last say on the driver's settings, for tests.
+func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*Store, error) {
 	if !validKeyspace(cfg.Keyspace) {
 		return nil, fmt.Errorf("%w keyspace %q: must match [a-z][a-z0-9_]{0,47}", store.ErrInvalid, cfg.Keyspace)
 	}
@@ -166,11 +173,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	cluster.QueryObserver = obs
 	cluster.BatchObserver = obs
 	cluster.Logger = quietLogger{}
+	if tune != nil {
+		tune(cluster)
+	}
 	session, err := cluster.CreateSession()
 	if err != nil {
 		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %v", store.ErrUnavailable, strings.Join(cfg.Hosts, ","), err)
 	}
-	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace)}
+	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace), batchType: gocql.LoggedBatch}
 	if s.now == nil {
 		s.now = time.Now
 	}

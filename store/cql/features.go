@@ -14,7 +14,10 @@ import (
 
 // CreateFeature inserts the feature if its row does not exist, or revives a
 // deleted row once RecreateAfter has passed; both are lightweight
-// transactions, so two gateways cannot both succeed.
+// transactions, so two gateways cannot both succeed. Like every lightweight
+// transaction here they carry no timestamp of the store's: the server writes
+// them at their Paxos ballot's (Cassandra refuses USING TIMESTAMP with IF and
+// ignores the driver's default timestamp).
 func (s *Store) CreateFeature(ctx context.Context, f store.Feature) (store.Feature, error) {
 	now := s.now()
 	if err := f.Validate(now, s.cap); err != nil {
