@@ -71,6 +71,27 @@ func TestInputThatWouldChangeIsRefused(t *testing.T) {
 	}
 	equal(t, "values", values(g.listItems("u1", "f", nil)), []any{"😀"})
 
+	// A number means the same written in the query or sent in variables.
+	g.createFeature("n", "INT", 3600)
+	g.createFeature("x", "FLOAT", 3600)
+	for _, c := range []struct{ feature, literal, variable, says string }{
+		{"n", "1e2", "1e2", "exponent"},
+		{"n", "9007199254740993", "9007199254740993", "as strings"},
+		{"x", "0.1000000000000000000001", "0.1000000000000000000001", "64-bit float"},
+		{"x", "9007199254740993", "9007199254740993", "64-bit float"},
+	} {
+		lit := `mutation { addListItems(list: {entityType: "$type", entityId: "u1", feature: "` + c.feature + `"}, items: [{value: ` + c.literal + `}]) { added } }`
+		if _, errs := g.do(lit, nil); len(errs) == 0 || !strings.Contains(errs[0].Message, c.says) {
+			t.Errorf("literal %s for %s: errors %+v; want one saying %q", c.literal, c.feature, errs, c.says)
+		}
+		status, errs := g.raw(`{"query": "mutation($v: ListValue!) { addListItems(list: {entityType: \"$type\", entityId: \"u1\", feature: \"` + c.feature + `\"}, items: [{value: $v}]) { added } }", "variables": {"v": ` + c.variable + `}}`)
+		if status != http.StatusOK || len(errs) != 1 || !strings.Contains(errs[0].Message, c.says) {
+			t.Errorf("variable %s for %s: HTTP %d, errors %+v; want one saying %q", c.variable, c.feature, status, errs, c.says)
+		}
+	}
+	equal(t, "INT list", len(g.listItems("u1", "n", nil).Items), 0)
+	equal(t, "FLOAT list", len(g.listItems("u1", "x", nil).Items), 0)
+
 	// GET: the same rules for query parameters.
 	for _, q := range []string{"query=%7Bx%FF%7D", "query=" + url.QueryEscape(`query($v: String) { listFeatures(entityType: $v) { key } }`) + "&variables=" + url.QueryEscape(`{"v":"\udfff"}`)} {
 		req := httptest.NewRequest(http.MethodGet, "/graphql?"+q, nil)

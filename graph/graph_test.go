@@ -394,7 +394,7 @@ func TestValueTypes(t *testing.T) {
 			why       string
 		}{
 			{"STRING", []any{"a", ""}, []any{"", "a"}, 1, "must be a string"},
-			{"INT", []any{1, -9007199254740993}, []any{-9007199254740993, 1}, 1.5, "must be an integer"},
+			{"INT", []any{1, "-9007199254740993"}, []any{"-9007199254740993", 1}, 1.5, "must be"},
 			{"FLOAT", []any{1.5, 2}, []any{2, 1.5}, "1.5", "must be a finite number"},
 			{"BOOLEAN", []any{true, false}, []any{false, true}, "true", "must be true or false"},
 			{"BYTES", []any{"AAH/", ""}, []any{"", "AAH/"}, "not base64!", "base64"},

@@ -7,6 +7,8 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/validator/core"
 	"github.com/vektah/gqlparser/v2/validator/rules"
+
+	"github.com/listgate/listgate/values"
 )
 
 // validationRules are gqlparser's, plus exactLiterals. They run once per
@@ -41,6 +43,10 @@ func exactLiterals(observers *core.Events, addError core.AddErrFunc) {
 		case ast.IntValue:
 			if _, err := strconv.ParseInt(v.Raw, 10, 64); err != nil {
 				addError(core.Message("integer %s is beyond 64 bits", v.Raw), core.At(v.Position))
+			}
+		case ast.FloatValue:
+			if err := values.CheckNumber(v.Raw); err != nil {
+				addError(core.Message("%v", err), core.At(v.Position))
 			}
 		}
 	})

@@ -512,14 +512,19 @@ the gateway refuses to start otherwise.
 directive @scope(requires: String!) on FIELD_DEFINITION
 
 """
-An instant, as RFC 3339 with up to nanosecond precision, e.g. "2024-08-29T16:44:05.43Z".
+An instant, as RFC 3339 with up to nanosecond precision (at most 9 fractional
+digits), e.g. "2024-08-29T16:44:05.43Z".
 """
 scalar Time
 
 """
 A list item's value: a JSON value whose shape the feature's valueType fixes.
-STRING: a string. INT: an integer (64-bit). FLOAT: a number. BOOLEAN: true or false.
-BYTES: a standard base64 string. JSON: any JSON value but null.
+STRING: a string of valid UTF-8. INT: a 64-bit integer, as a JSON number within
+±9007199254740991 (2^53−1) and as a string of its digits beyond, both ways.
+FLOAT: a number a 64-bit float holds exactly. BOOLEAN: true or false. BYTES: a
+standard base64 string. JSON: any JSON value but null, its numbers held exactly
+by a 64-bit float. A value that would not read back exactly as a JavaScript
+client sees it is refused, never changed.
 """
 scalar ListValue
 
