@@ -34,6 +34,9 @@ func TestRetriedWritesKeepTheirTimestamp(t *testing.T) {
 		// host left to retry on; on a cluster it sends the statement again
 		// to another coordinator, a new attempt just like this one.
 		c.RetryPolicy = retrySameHost{}
+		// A second connection to the node carries the retry while the cut
+		// one is dialled again.
+		c.NumConns = 2
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +103,12 @@ func TestRetriedWritesKeepTheirTimestamp(t *testing.T) {
 // retrySameHost retries any failed statement on the same host.
 type retrySameHost struct{}
 
-func (retrySameHost) Attempt(q gocql.RetryableQuery) bool { return q.Attempts() <= 5 }
+func (retrySameHost) Attempt(q gocql.RetryableQuery) bool {
+	if q.Attempts() > 1 {
+		time.Sleep(50 * time.Millisecond) // let the pool replace the cut connection
+	}
+	return q.Attempts() <= 5
+}
 func (retrySameHost) GetRetryType(error) gocql.RetryType  { return gocql.Retry }
 
 func rawSession(t *testing.T, cfg cql.Config) *gocql.Session {
