@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +58,31 @@ type config struct {
 	SlowQuery           time.Duration
 	PprofListen         string
 	GCPercent           int
+	MemoryLimit         byteSize
+}
+
+// byteSize is a flag of bytes: 1048576, 512KiB, 64MiB or 1GiB.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	n, unit := s, int64(1)
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			n, unit = v, u.size
+			break
+		}
+	}
+	v, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || v < 0 || v > math.MaxInt64/unit {
+		return fmt.Errorf("%q is not a size such as 1048576, 512KiB, 64MiB or 1GiB", s)
+	}
+	*b = byteSize(v * unit)
+	return nil
 }
 
 // envName is the environment variable of a flag: --cql-hosts is
@@ -97,8 +124,15 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.Limits.MaxDepth, "max-depth", graph.DefaultLimits.MaxDepth, "deepest nesting of fields in one operation")
 	fs.IntVar(&c.Limits.MaxComplexity, "max-complexity", graph.DefaultLimits.MaxComplexity, "largest operation complexity (a list counts its fields times its limit)")
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", graph.DefaultLimits.MaxBodyBytes, "largest request body")
+	fs.IntVar(&c.Limits.MaxTokens, "max-tokens", graph.DefaultLimits.MaxTokens, "most tokens in one GraphQL document")
+	fs.IntVar(&c.Limits.MaxFields, "max-fields", graph.DefaultLimits.MaxFields, "most fields in one operation, aliases counted and fragments expanded")
+	fs.IntVar(&c.Limits.MaxResponseBytes, "max-response-bytes", graph.DefaultLimits.MaxResponseBytes, "most bytes of list items in one response")
+	fs.IntVar(&c.Limits.MaxInFlight, "max-in-flight", graph.DefaultLimits.MaxInFlight, "GraphQL requests served at once; more are refused with 503")
 	fs.DurationVar(&c.Limits.RequestTimeout, "request-timeout", graph.DefaultLimits.RequestTimeout, "deadline of one request, passed down to every CQL statement")
-	fs.IntVar(&c.Limits.APQCacheSize, "apq-cache-size", graph.DefaultLimits.APQCacheSize, "automatic persisted queries kept")
+	fs.IntVar(&c.Limits.QueryCacheBytes, "query-cache-bytes", graph.DefaultLimits.QueryCacheBytes, "memory for parsed GraphQL documents, estimated")
+	fs.IntVar(&c.Limits.APQCacheBytes, "apq-cache-bytes", graph.DefaultLimits.APQCacheBytes, "memory for automatic persisted queries")
+	c.MemoryLimit = 1 << 30
+	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap (e.g. 1GiB; about 3/4 of the memory the process may use; GOMEMLIMIT, when set, wins): the garbage collector works harder as the heap nears it")
 	fs.IntVar(&c.StoreLimits.MaxAddItems, "max-add-items", 1000, "most items in one addListItems")
 	fs.IntVar(&c.StoreLimits.MaxValueBytes, "max-value-bytes", store.DefaultLimits.MaxValueBytes, "largest item value, in bytes (at most 65000: Cassandra cannot index more)")
 	fs.BoolVar(&c.Introspection, "introspection", true, "answer GraphQL introspection queries")
@@ -197,8 +231,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("--max-list-limit %d: must be from 1 to 10000", c.Limits.MaxListLimit)
 	case c.Limits.MaxEntities < 1:
 		return c, fmt.Errorf("--max-entities %d: must be 1 or more", c.Limits.MaxEntities)
-	case c.Limits.MaxDepth < 3 || c.Limits.MaxComplexity < 1 || c.Limits.MaxBodyBytes < 1024 || c.Limits.RequestTimeout <= 0 || c.Limits.APQCacheSize < 1:
-		return c, fmt.Errorf("limits: --max-depth must be 3 or more, --max-complexity and --apq-cache-size 1 or more, --max-body-bytes 1024 or more, --request-timeout above 0")
+	case c.Limits.MaxDepth < 3 || c.Limits.MaxComplexity < 1 || c.Limits.MaxBodyBytes < 1024 || c.Limits.RequestTimeout <= 0:
+		return c, fmt.Errorf("limits: --max-depth must be 3 or more, --max-complexity 1 or more, --max-body-bytes 1024 or more, --request-timeout above 0")
+	case c.Limits.MaxTokens < 1000 || c.Limits.MaxFields < 100 || c.Limits.MaxResponseBytes < 1<<20 || c.Limits.MaxInFlight < 1:
+		return c, fmt.Errorf("limits: --max-tokens must be 1000 or more, --max-fields 100 or more, --max-response-bytes 1MiB or more, --max-in-flight 1 or more")
+	case c.Limits.QueryCacheBytes < 0 || c.Limits.APQCacheBytes < 0 || c.MemoryLimit < 64<<20:
+		return c, fmt.Errorf("--query-cache-bytes and --apq-cache-bytes must be 0 or more, --memory-limit 64MiB or more")
 	case c.StoreLimits.MaxAddItems < 1 || c.StoreLimits.MaxAddItems > store.DefaultLimits.MaxAddItems:
 		return c, fmt.Errorf("--max-add-items %d: must be from 1 to %d", c.StoreLimits.MaxAddItems, store.DefaultLimits.MaxAddItems)
 	case c.StoreLimits.MaxValueBytes < 1 || c.StoreLimits.MaxValueBytes > 65000:

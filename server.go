@@ -53,6 +53,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
+	if getenv("GOMEMLIMIT") == "" {
+		// With GOGC at 400 the heap may grow to five times what is live;
+		// the limit makes the collector work harder instead near it.
+		debug.SetMemoryLimit(int64(cfg.MemoryLimit))
+	}
 	tel, err := telemetry.Setup(ctx, getenv, telemetry.Options{})
 	if err != nil {
 		return err
@@ -130,7 +135,11 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	shutdownCtx, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancelShutdown()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutting down: %w", err)
+		// Requests still running past the timeout are cut off: closing
+		// their connections cancels their contexts. Stopping on time is
+		// what was asked, so it is no failure.
+		log.Warn("shutting down: requests still running after the shutdown timeout; closing their connections", "timeout", cfg.ShutdownTimeout, "err", err)
+		srv.Close()
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err

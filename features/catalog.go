@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -106,7 +107,7 @@ func (c *Catalog) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := c.Refresh(ctx); err != nil && ctx.Err() == nil {
+			if err := c.refreshSafely(ctx); err != nil && ctx.Err() == nil {
 				c.log.Warn("feature catalog refresh failed; serving the previous snapshot", "err", err, "age", c.Age().String())
 			}
 		}
@@ -135,6 +136,19 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// refreshSafely is Refresh in the catalog's own goroutines, where a panic
+// (in a store's driver, say) would end the process: it is logged and
+// returned as an error; the previous snapshot stays.
+func (c *Catalog) refreshSafely(ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("panic refreshing the feature catalog", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = fmt.Errorf("refreshing the feature catalog: panic: %v", p)
+		}
+	}()
+	return c.Refresh(ctx)
 }
 
 // Age is how old the snapshot is.
@@ -205,7 +219,7 @@ func (c *Catalog) readThroughLoop() {
 		}
 		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), readThroughTimeout)
-		r.err = c.Refresh(ctx)
+		r.err = c.refreshSafely(ctx)
 		cancel()
 		close(r.done)
 		time.Sleep(readThroughGap)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/store"
@@ -22,8 +23,13 @@ const (
 	CodeUnauthenticated = "UNAUTHENTICATED"
 	CodeForbidden       = "FORBIDDEN"
 	CodeUnavailable     = "UNAVAILABLE"
+	CodeTimeout         = "TIMEOUT"
 	CodeInternal        = "INTERNAL"
 )
+
+// errTimeout is the error of a request whose deadline passed before it
+// could answer.
+var errTimeout = errors.New("the request ran past its deadline (--request-timeout) before it could answer")
 
 // errorPresenter is the one place that decides what a client sees of an
 // error: a code from the fixed set and a message a person can act on. Store
@@ -80,6 +86,8 @@ func classify(err error) string {
 		return CodeBadUserInput // an Int argument out of range, or not a number
 	case errors.Is(err, store.ErrNotFound):
 		return CodeNotFound
+	case errors.Is(err, errTimeout):
+		return CodeTimeout
 	case errors.Is(err, errForbidden):
 		return CodeForbidden
 	case errors.Is(err, auth.ErrUnauthenticated):
@@ -94,11 +102,12 @@ func classify(err error) string {
 	return CodeInternal
 }
 
-// recoverPanic turns a panic in a resolver into an INTERNAL error, logged
-// with its stack.
-func recoverPanic(log *slog.Logger) graphql.RecoverFunc {
+// recoverPanic turns a panic in a resolver or a loader's read into an
+// INTERNAL error, logged with its stack and counted.
+func recoverPanic(log *slog.Logger, panics metric.Int64Counter) graphql.RecoverFunc {
 	return func(ctx context.Context, p any) error {
-		log.ErrorContext(ctx, "panic in resolver", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		panics.Add(ctx, 1)
+		log.ErrorContext(ctx, "panic", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return errors.New("panic")
 	}
 }

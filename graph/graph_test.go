@@ -528,3 +528,19 @@ func TestPanicIsAnInternalError(t *testing.T) {
 		g.listItems("fine", "f", nil)
 	})
 }
+
+// A panic in one read of a loader batch, which runs in a goroutine of its
+// own, fails that list alone; the process lives.
+func TestPanicInALoaderBatchFailsItsListAlone(t *testing.T) {
+	g := newGateway(t, &countingStore{Store: embeddedStore(t), panicFor: "boom"})
+	g.createFeature("f", "STRING", 3600)
+	data, errs := g.do(`{ entities(type: "$type", entityIds: ["a", "boom", "c"]) { entityId list(feature: "f") { hasMore } } }`, nil)
+	if len(errs) != 1 || errs[0].Extensions.Code != "INTERNAL" || fmt.Sprint(errs[0].Path) != "[entities 1 list]" {
+		t.Fatalf("errors %+v; want one INTERNAL at [entities 1 list]", errs)
+	}
+	equal(t, "data", data, map[string]any{"entities": []any{
+		map[string]any{"entityId": "a", "list": map[string]any{"hasMore": false}},
+		map[string]any{"entityId": "boom", "list": nil},
+		map[string]any{"entityId": "c", "list": map[string]any{"hasMore": false}},
+	}})
+}

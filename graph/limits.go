@@ -13,8 +13,6 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/listgate/listgate/auth"
-	"github.com/listgate/listgate/graph/exec"
-	"github.com/listgate/listgate/graph/model"
 	"github.com/listgate/listgate/store"
 )
 
@@ -139,27 +137,6 @@ func selectionDepth(set ast.SelectionSet, fragments ast.FragmentDefinitionList, 
 		deepest = max(deepest, d)
 	}
 	return deepest
-}
-
-// complexity makes a list's cost grow with what it may return: its limit
-// (default 100), and the entities of an entities query.
-func complexity() exec.ComplexityRoot {
-	var c exec.ComplexityRoot
-	limitOf := func(limit *int32) int {
-		if limit == nil || *limit < 1 {
-			return 100
-		}
-		return int(*limit)
-	}
-	c.Entity.List = func(child int, _ string, _ *string, _ *model.Time, limit *int32, _ *string) int {
-		return 1 + child*limitOf(limit)
-	}
-	c.Query.ListItems = func(child int, _, _, _ string, _ *string, _ *model.Time, limit *int32, _ *string) int {
-		return 1 + child*limitOf(limit)
-	}
-	c.Query.Entities = func(child int, _ string, ids []string) int { return 1 + child*max(1, len(ids)) }
-	c.Mutation.AddListItems = func(child int, _ model.ListRefInput, items []model.ListItemInput) int { return 1 + child + len(items) }
-	return c
 }
 
 // CheckScopes reports whether every root field of a schema (SDL, with

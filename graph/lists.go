@@ -30,8 +30,23 @@ func (r *Resolver) listRange(minTimestamp *model.Time, limit *int32, after *stri
 	return rg, nil
 }
 
-// listPage maps a store page to its GraphQL form.
-func listPage(f *store.Feature, p store.Page) (*model.ListPage, error) {
+// listPage maps a store page to its GraphQL form, charging its bytes to the
+// request's response: each field that shows a page is charged, aliases of
+// one page too, since each writes its own copy.
+func (r *Resolver) listPage(ctx context.Context, f *store.Feature, p store.Page) (*model.ListPage, error) {
+	size := 0
+	for _, it := range p.Items {
+		size += itemBytes + len(it.Key) + len(it.Value)
+	}
+	if f.ValueType == store.Bytes {
+		size += size / 3 // base64
+	}
+	if req := requestFrom(ctx); req != nil {
+		if total := req.responseBytes.Add(int64(size)); total > int64(r.limits.MaxResponseBytes) {
+			return nil, fmt.Errorf("%w list of %s: the response would carry more than %d bytes of list items (--max-response-bytes); ask for fewer items or lists",
+				store.ErrInvalid, f.Key(), r.limits.MaxResponseBytes)
+		}
+	}
 	out := &model.ListPage{Items: make([]model.ListItem, len(p.Items)), HasMore: p.HasMore}
 	ttl := int64(f.TTL)
 	for i, it := range p.Items {
@@ -50,6 +65,10 @@ func listPage(f *store.Feature, p store.Page) (*model.ListPage, error) {
 	}
 	return out, nil
 }
+
+// itemBytes is what an item adds to a response beyond its key and value:
+// field names, timestamps, quotes.
+const itemBytes = 96
 
 func listFeature(f *store.Feature) *model.ListFeature {
 	out := &model.ListFeature{

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/graph-gophers/dataloader/v7"
 	dlotel "github.com/graph-gophers/dataloader/v7/trace/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -76,19 +77,20 @@ func listLoaderFor(ctx context.Context) *dataloader.Loader[listKey, store.Page] 
 // listLoader makes the per-request list loaders.
 type listLoader struct {
 	store     store.Store
+	onPanic   graphql.RecoverFunc // a panic in a read fails its key, logged and counted
 	cfg       LoaderConfig
 	tracer    *dlotel.Tracer[listKey, store.Page]
 	batchSize metric.Int64Histogram
 }
 
-func newListLoader(s store.Store, cfg LoaderConfig, tracer trace.Tracer, meter metric.Meter) (*listLoader, error) {
+func newListLoader(s store.Store, cfg LoaderConfig, tracer trace.Tracer, meter metric.Meter, onPanic graphql.RecoverFunc) (*listLoader, error) {
 	size, err := meter.Int64Histogram("listgate.loader.batch.size",
 		metric.WithDescription("Keys in each batch of the list loader."),
 		metric.WithExplicitBucketBoundaries(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000))
 	if err != nil {
 		return nil, err
 	}
-	return &listLoader{store: s, cfg: cfg, tracer: dlotel.NewTracer[listKey, store.Page](tracer), batchSize: size}, nil
+	return &listLoader{store: s, onPanic: onPanic, cfg: cfg, tracer: dlotel.NewTracer[listKey, store.Page](tracer), batchSize: size}, nil
 }
 
 // batch reads each list of a batch with its own single-partition query, at
@@ -98,6 +100,13 @@ func (ll *listLoader) batch(ctx context.Context, keys []listKey) []*dataloader.R
 	ll.batchSize.Record(ctx, int64(len(keys)))
 	results := make([]*dataloader.Result[store.Page], len(keys))
 	read := func(i int) {
+		// Reads run in goroutines of their own, where a panic would end
+		// the process: it fails the key instead.
+		defer func() {
+			if p := recover(); p != nil {
+				results[i] = &dataloader.Result[store.Page]{Error: ll.onPanic(ctx, p)}
+			}
+		}()
 		k := keys[i]
 		p, err := ll.store.Items(ctx, store.List{Feature: k.feature, EntityID: k.entityID}, k.r)
 		results[i] = &dataloader.Result[store.Page]{Data: p, Error: err}

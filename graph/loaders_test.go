@@ -25,7 +25,7 @@ func BenchmarkLoaderBatch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ll, err := newListLoader(s, DefaultLoaderConfig, tracenoop.NewTracerProvider().Tracer(""), noop.NewMeterProvider().Meter(""))
+	ll, err := newListLoader(s, DefaultLoaderConfig, tracenoop.NewTracerProvider().Tracer(""), noop.NewMeterProvider().Meter(""), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,13 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
-	"github.com/vektah/gqlparser/v2/ast"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
@@ -31,20 +30,26 @@ import (
 // Limits bound what one request may ask for. Each has a safe default and
 // a flag; going past one is a clear BAD_USER_INPUT error, and nothing runs.
 type Limits struct {
-	MaxListLimit   int           // largest `limit` of one list
-	MaxEntities    int           // most entity ids in one `entities`
-	MaxDepth       int           // deepest nesting of fields
-	MaxComplexity  int           // a list costs its fields times its limit
-	MaxBodyBytes   int64         // largest request body
-	RequestTimeout time.Duration // a request's deadline, passed down to every CQL statement
-	APQCacheSize   int           // automatic persisted queries kept
+	MaxListLimit     int           // largest `limit` of one list
+	MaxEntities      int           // most entity ids in one `entities`
+	MaxDepth         int           // deepest nesting of fields
+	MaxComplexity    int           // a list costs its fields times its limit; introspection its real lists
+	MaxTokens        int           // tokens of one document
+	MaxFields        int           // fields of one operation, fragments expanded
+	MaxBodyBytes     int64         // largest request body
+	MaxResponseBytes int           // list items one response may carry, in bytes
+	MaxInFlight      int           // requests served at once; more are refused
+	RequestTimeout   time.Duration // a request's deadline, passed down to every CQL statement
+	QueryCacheBytes  int           // parsed documents kept, in estimated bytes
+	APQCacheBytes    int           // automatic persisted queries kept, in bytes
 }
 
 // DefaultLimits are safe defaults: 100 entities' lists of 100 items each
-// fit the complexity limit.
+// fit the complexity limit, and so does GraphiQL's introspection query.
 var DefaultLimits = Limits{
 	MaxListLimit: 1000, MaxEntities: 1000, MaxDepth: 10, MaxComplexity: 100_000,
-	MaxBodyBytes: 1 << 20, RequestTimeout: 10 * time.Second, APQCacheSize: 1000,
+	MaxTokens: 20_000, MaxFields: 1000, MaxBodyBytes: 1 << 20, MaxResponseBytes: 32 << 20,
+	MaxInFlight: 256, RequestTimeout: 10 * time.Second, QueryCacheBytes: 64 << 20, APQCacheBytes: 16 << 20,
 }
 
 // Config is what the gateway is built from.
@@ -96,24 +101,29 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	if err != nil {
 		return nil, err
 	}
-	loader, err := newListLoader(cfg.Store, cfg.Loader, tracer, meter)
+	onPanic := recoverPanic(cfg.Log, requests.panics)
+	loader, err := newListLoader(cfg.Store, cfg.Loader, tracer, meter, onPanic)
 	if err != nil {
 		return nil, err
 	}
 	r := &Resolver{store: cfg.Store, catalog: cfg.Catalog, limits: cfg.Limits, now: cfg.Now}
-	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r, Complexity: complexity()}))
+	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r, Complexity: listComplexity(cfg.Limits.MaxListLimit, cfg.Limits.MaxEntities)}))
 	srv.AddTransport(get{})
 	srv.AddTransport(postTransport)
 	srv.SetValidationRulesFn(validationRules)
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.SetParserTokenLimit(cfg.Limits.MaxTokens)
+	documents := newDocumentCache(cfg.Limits.QueryCacheBytes)
+	srv.SetQueryCache(documents)
 	if cfg.Introspection {
 		srv.Use(extension.Introspection{})
 	}
-	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](cfg.Limits.APQCacheSize)})
+	srv.Use(extension.AutomaticPersistedQuery{Cache: newAPQCache(cfg.Limits.APQCacheBytes)})
+	// Before a new document is parsed and validated: how big.
+	srv.Use(documentLimits{maxTokens: cfg.Limits.MaxTokens, maxFields: cfg.Limits.MaxFields, cache: documents})
 	// Before anything runs: who may, how deep, how much.
 	srv.Use(&authorization{introspection: cfg.Introspection})
 	srv.Use(depthLimit{cfg.Limits.MaxDepth})
-	srv.Use(extension.FixedComplexityLimit(cfg.Limits.MaxComplexity))
+	srv.Use(&complexityLimit{max: cfg.Limits.MaxComplexity})
 	srv.Use(checkMutationsFirst{})
 	srv.Use(operationTracing{tracer})
 	if _, off := cfg.TracerProvider.(tracenoop.TracerProvider); !off {
@@ -122,13 +132,14 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 		srv.Use(resolverTracing{tracer})
 	}
 	srv.SetErrorPresenter(errorPresenter(cfg.Log))
-	srv.SetRecoverFunc(recoverPanic(cfg.Log))
+	srv.SetRecoverFunc(onPanic)
 	if cfg.Auth == nil {
 		if cfg.Auth, err = auth.New(auth.Config{}); err != nil {
 			return nil, err
 		}
 	}
-	return &endpoint{gql: srv, loader: loader, requests: requests, auth: cfg.Auth, limits: cfg.Limits}, nil
+	return &endpoint{gql: srv, loader: loader, requests: requests, auth: cfg.Auth, limits: cfg.Limits,
+		inFlight: make(chan struct{}, cfg.Limits.MaxInFlight)}, nil
 }
 
 // endpoint authenticates every request and gives it its state and its
@@ -139,6 +150,7 @@ type endpoint struct {
 	requests *requestObserver
 	auth     *auth.Authenticator
 	limits   Limits
+	inFlight chan struct{} // a slot per request being served
 }
 
 // request is what one GraphQL request carries in its context: its caller,
@@ -148,6 +160,9 @@ type request struct {
 	principal *auth.Principal
 	info      requestInfo
 	loaders   loaders
+	// responseBytes counts the bytes of list items the response carries,
+	// up to Limits.MaxResponseBytes.
+	responseBytes atomic.Int64
 }
 
 func principalFrom(ctx context.Context) *auth.Principal {
@@ -172,6 +187,20 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.info.canceled = errors.Is(r.Context().Err(), context.Canceled)
 		e.requests.done(ctx, &req.info, time.Since(start))
 	}()
+	select {
+	case e.inFlight <- struct{}{}:
+		defer func() { <-e.inFlight }()
+	default:
+		// Full: refuse at once rather than queue, so that memory and
+		// latency stay bounded; the client retries, on another replica
+		// behind a load balancer.
+		e.requests.refused.Add(ctx, 1)
+		req.info.addCode(CodeUnavailable)
+		w.Header().Set("Retry-After", "1")
+		writeRequestError(w, http.StatusServiceUnavailable, CodeUnavailable,
+			fmt.Sprintf("the gateway is serving its limit of %d requests (--max-in-flight); retry", cap(e.inFlight)))
+		return
+	}
 	p, err := e.auth.Authenticate(r.Header.Get("Authorization"))
 	if err != nil {
 		req.info.addCode(CodeUnauthenticated)

@@ -31,7 +31,7 @@ func (r *entityResolver) List(ctx context.Context, obj *model.Entity, feature st
 	if err != nil {
 		return nil, err
 	}
-	return listPage(f, p)
+	return r.listPage(ctx, f, p)
 }
 
 // CreateListFeature is the resolver for the createListFeature field.
@@ -199,7 +199,7 @@ func (r *queryResolver) ListItems(ctx context.Context, entityType string, entity
 	if err != nil {
 		return model.ListPage{}, err
 	}
-	page, err := listPage(f, p)
+	page, err := r.listPage(ctx, f, p)
 	if err != nil {
 		return model.ListPage{}, err
 	}

@@ -61,6 +61,8 @@ func (ri *requestInfo) outcome() string {
 // requestObserver counts, times and logs every GraphQL request.
 type requestObserver struct {
 	log      *slog.Logger
+	refused  metric.Int64Counter // requests refused for --max-in-flight
+	panics   metric.Int64Counter
 	requests metric.Int64Counter
 	duration metric.Float64Histogram
 	mu       sync.Mutex
@@ -80,6 +82,14 @@ func newRequestObserver(meter metric.Meter, log *slog.Logger) (*requestObserver,
 	var err error
 	if o.requests, err = meter.Int64Counter("listgate.graphql.requests",
 		metric.WithDescription("GraphQL requests, by operation name, operation type and outcome (ok, canceled by the client, or the first error's code).")); err != nil {
+		return nil, err
+	}
+	if o.refused, err = meter.Int64Counter("listgate.graphql.refused",
+		metric.WithDescription("GraphQL requests refused because --max-in-flight were being served.")); err != nil {
+		return nil, err
+	}
+	if o.panics, err = meter.Int64Counter("listgate.panics",
+		metric.WithDescription("Panics recovered in resolvers and loaders; each failed its field with INTERNAL.")); err != nil {
 		return nil, err
 	}
 	if o.duration, err = meter.Float64Histogram("listgate.graphql.request.duration", metric.WithUnit("s"),

@@ -2,12 +2,14 @@ package graph
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/listgate/listgate/store"
@@ -74,19 +77,12 @@ func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecuto
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
 	rc, opErr := exec.CreateOperationContext(ctx, params)
 	if opErr != nil {
-		status := http.StatusOK
-		if errcode.GetErrorKind(opErr) == errcode.KindProtocol {
-			status = http.StatusUnprocessableEntity
-			if contentType == graphQLResponseJSON {
-				status = http.StatusBadRequest
-			}
-		}
-		w.WriteHeader(status)
+		w.WriteHeader(operationErrorStatus(opErr, contentType))
 		writeResponse(w, exec.DispatchError(graphql.WithOperationContext(ctx, rc), opErr))
 		return
 	}
 	responses, ctx := exec.DispatchOperation(ctx, rc)
-	writeResponse(w, responses(ctx))
+	writeResult(w, ctx, responses(ctx), exec)
 }
 
 // strictJSONError says why a body that encoding/json decoded is not strict
@@ -100,14 +96,28 @@ func strictJSONError(body []byte) string {
 	return msg + " (strings must be valid UTF-8 without lone surrogates, and names unique)"
 }
 
-// get is gqlgen's GET transport, refusing what it would change silently:
-// invalid UTF-8 in the query parameters, lone surrogates in variables.
+// get is gqlgen's GET transport, answering through writeResponse, and
+// refusing what it would change silently: invalid UTF-8 in the query
+// parameters, lone surrogates in variables.
 type get struct{ transport.GET }
 
 var _ graphql.Transport = get{}
 
-func (g get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	q := r.URL.Query()
+func (get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	ctx := r.Context()
+	contentType := responseContentType(r)
+	w.Header()["Content-Type"] = contentTypes[contentType]
+	fail := func(status int, err error) {
+		w.WriteHeader(status)
+		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)}))
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		fail(http.StatusBadRequest, fmt.Errorf("%w query string: %v", store.ErrInvalid, err))
+		return
+	}
+	params := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName"), Headers: r.Header}
+	params.ReadTime.Start = graphql.Now()
 	for _, name := range []string{"query", "operationName", "variables", "extensions"} {
 		v := q.Get(name)
 		bad := !utf8.ValidString(v)
@@ -115,14 +125,61 @@ func (g get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecut
 			bad = !jsontext.Value(v).IsValid()
 		}
 		if bad {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			writeResponse(w, exec.DispatchError(r.Context(), gqlerror.List{gqlerror.WrapPath(nil,
-				fmt.Errorf("%w %s parameter: not valid UTF-8, or not strict JSON (lone surrogates, duplicate names)", store.ErrInvalid, name))}))
+			fail(http.StatusBadRequest, fmt.Errorf("%w %s parameter: not valid UTF-8, or not strict JSON (lone surrogates, duplicate names)", store.ErrInvalid, name))
 			return
 		}
 	}
-	g.GET.Do(w, r, exec)
+	for name, into := range map[string]*map[string]any{"variables": &params.Variables, "extensions": &params.Extensions} {
+		if v := q.Get(name); v != "" {
+			dec := json.NewDecoder(strings.NewReader(v))
+			dec.UseNumber()
+			if err := dec.Decode(into); err != nil {
+				fail(http.StatusBadRequest, fmt.Errorf("%w %s could not be decoded: %v", store.ErrInvalid, name, err))
+				return
+			}
+		}
+	}
+	params.ReadTime.End = graphql.Now()
+	rc, opErr := exec.CreateOperationContext(ctx, params)
+	if opErr != nil {
+		w.WriteHeader(operationErrorStatus(opErr, contentType))
+		writeResponse(w, exec.DispatchError(graphql.WithOperationContext(ctx, rc), opErr))
+		return
+	}
+	if rc.Operation.Operation != ast.Query {
+		fail(http.StatusNotAcceptable, fmt.Errorf("%w GET requests only allow query operations; send a %s with POST", store.ErrInvalid, rc.Operation.Operation))
+		return
+	}
+	responses, ctx := exec.DispatchOperation(ctx, rc)
+	writeResult(w, ctx, responses(ctx), exec)
+}
+
+// operationErrorStatus is gqlgen's status for an operation that could not
+// be made: 422 (400 for application/graphql-response+json) when the
+// request is malformed, 200 otherwise.
+func operationErrorStatus(errs gqlerror.List, contentType string) int {
+	if errcode.GetErrorKind(errs) != errcode.KindProtocol {
+		return http.StatusOK
+	}
+	if contentType == graphQLResponseJSON {
+		return http.StatusBadRequest
+	}
+	return http.StatusUnprocessableEntity
+}
+
+// writeResult writes an operation's response. gqlgen gives none when the
+// request's context ended first: past the deadline that is a TIMEOUT error
+// (a client must never read a bare null); a client that went away gets
+// nothing.
+func writeResult(w http.ResponseWriter, ctx context.Context, resp *graphql.Response, exec graphql.GraphExecutor) {
+	if resp == nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			w.WriteHeader(http.StatusGatewayTimeout)
+			writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, errTimeout)}))
+		}
+		return
+	}
+	writeResponse(w, resp)
 }
 
 const graphQLResponseJSON = "application/graphql-response+json"
@@ -153,31 +210,82 @@ func responseContentType(r *http.Request) string {
 	return graphQLResponseJSON
 }
 
-// writeResponse writes what json.Marshal(resp) would. When the response is
-// data alone (the common case) and holds nothing encoding/json would
-// escape (<, >, &, U+2028, U+2029), the data is copied as it is.
+// writeResponse writes what json.Marshal(resp) would, without parsing the
+// data again: encoding/json validates a json.RawMessage and refuses one
+// nested past 10,000 levels, and one stored value must not make a whole
+// response fail. When the response is data alone (the common case) and
+// holds nothing encoding/json would escape (<, >, &, U+2028, U+2029), the
+// data is copied as it is.
 func writeResponse(w io.Writer, resp *graphql.Response) {
-	if resp == nil {
-		// gqlgen gives no response when the client went away mid-request.
-		io.WriteString(w, "null")
-		return
+	data := resp.Data
+	if len(data) == 0 {
+		data = []byte("null")
 	}
-	if len(resp.Errors) > 0 || resp.Label != "" || resp.Path != nil || resp.HasNext != nil || len(resp.Extensions) > 0 || len(resp.Data) == 0 || htmlEscaped(resp.Data) {
-		b, err := json.Marshal(resp)
-		if err != nil {
-			b, _ = json.Marshal(&graphql.Response{Errors: gqlerror.List{{Message: "internal error: the response could not be encoded"}}})
+	simple := len(resp.Errors) == 0 && resp.Label == "" && resp.Path == nil && resp.HasNext == nil && len(resp.Extensions) == 0
+	if simple && !htmlEscaped(data) {
+		// One buffer and a Content-Length: net/http then sends the reply
+		// in one write, not in chunks of its 4 KiB buffer.
+		out := make([]byte, 0, len(data)+len(`{"data":}`))
+		out = append(append(append(out, `{"data":`...), data...), '}')
+		if rw, ok := w.(http.ResponseWriter); ok {
+			rw.Header()["Content-Length"] = []string{strconv.Itoa(len(out))}
 		}
-		w.Write(b)
+		w.Write(out)
 		return
 	}
-	// One buffer and a Content-Length: net/http then sends the reply in
-	// one write, not in chunks of its 4 KiB buffer.
-	out := make([]byte, 0, len(resp.Data)+len(`{"data":}`))
-	out = append(append(append(out, `{"data":`...), resp.Data...), '}')
-	if rw, ok := w.(http.ResponseWriter); ok {
-		rw.Header()["Content-Length"] = []string{strconv.Itoa(len(out))}
+	out := []byte{'{'}
+	if len(resp.Errors) > 0 {
+		out = appendMember(out, "errors", resp.Errors)
 	}
-	w.Write(out)
+	out = appendHTMLEscaped(append(out, `"data":`...), data)
+	if resp.Label != "" {
+		out = appendMember(append(out, ','), "label", resp.Label)
+	}
+	if resp.Path != nil {
+		out = appendMember(append(out, ','), "path", resp.Path)
+	}
+	if resp.HasNext != nil {
+		out = appendMember(append(out, ','), "hasNext", resp.HasNext)
+	}
+	if len(resp.Extensions) > 0 {
+		out = appendMember(append(out, ','), "extensions", resp.Extensions)
+	}
+	w.Write(append(out, '}'))
+}
+
+// appendMember appends "name":value, the value as encoding/json writes it
+// (errors, paths and extensions are the gateway's own, and always encode).
+func appendMember(out []byte, name string, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte("null")
+	}
+	out = append(append(append(out, '"'), name...), `":`...)
+	out = append(out, b...)
+	if name == "errors" {
+		out = append(out, ',')
+	}
+	return out
+}
+
+// appendHTMLEscaped appends compact JSON with <, >, &, U+2028 and U+2029
+// escaped as encoding/json escapes them. Those appear only inside strings
+// in JSON, where the escapes mean the same.
+func appendHTMLEscaped(out, data []byte) []byte {
+	const hex = "0123456789abcdef"
+	start := 0
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if c == '<' || c == '>' || c == '&' {
+			out = append(append(out, data[start:i]...), '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			start = i + 1
+		} else if c == 0xE2 && i+2 < len(data) && data[i+1] == 0x80 && data[i+2]&^1 == 0xA8 {
+			out = append(append(out, data[start:i]...), '\\', 'u', '2', '0', '2', hex[data[i+2]&0xF])
+			i += 2
+			start = i + 1
+		}
+	}
+	return append(out, data[start:]...)
 }
 
 // htmlEscaped reports whether encoding/json would rewrite part of a compact

@@ -10,9 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/executor"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/graph/exec"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/embedded"
 )
@@ -85,12 +89,39 @@ func TestPostTransportMatchesGqlgen(t *testing.T) {
 	}
 }
 
-// A request whose client went away gets no response from gqlgen; it is
-// written as gqlgen's transport writes it, not as a panic.
-func TestWriteResponseWithoutResponse(t *testing.T) {
+// gqlgen gives no response when the request's context ended first: past
+// the deadline the client reads a TIMEOUT error, never a bare null; a client
+// that went away gets nothing.
+func TestWriteResultWithoutResponse(t *testing.T) {
+	ex := executor.New(exec.NewExecutableSchema(exec.Config{Resolvers: &Resolver{}}))
+	ex.SetErrorPresenter(errorPresenter(slog.New(slog.NewTextHandler(io.Discard, nil))))
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	w := httptest.NewRecorder()
+	writeResult(w, ctx, nil, ex)
+	if w.Code != http.StatusGatewayTimeout || !strings.Contains(w.Body.String(), `"code":"TIMEOUT"`) || !strings.Contains(w.Body.String(), "--request-timeout") {
+		t.Fatalf("past the deadline: %d %s", w.Code, w.Body)
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	w = httptest.NewRecorder()
+	writeResult(w, ctx, nil, ex)
+	if w.Body.Len() != 0 {
+		t.Fatalf("client gone: wrote %q", w.Body)
+	}
+}
+
+// Data that encoding/json would refuse to re-encode (nesting past 10,000)
+// is written all the same, escaped as encoding/json escapes.
+func TestWriteResponseNeverParsesData(t *testing.T) {
+	deep := strings.Repeat("[", 20000) + `"<&> "` + strings.Repeat("]", 20000)
 	var b strings.Builder
-	writeResponse(&b, nil)
-	if b.String() != "null" {
-		t.Fatalf("wrote %q", b.String())
+	writeResponse(&b, &graphql.Response{Data: []byte(`{"a":` + deep + `}`), Errors: gqlerror.List{{Message: "x"}}})
+	want := `{"errors":[{"message":"x"}],"data":{"a":` + strings.Replace(deep, `"<&> "`, `"\u003c\u0026\u003e\u2028"`, 1) + `}}`
+	if b.String() != want {
+		t.Fatalf("wrote %.200q…", b.String())
 	}
 }

@@ -25,7 +25,7 @@
 //     numbers exactly, send them as strings (or use an INT feature).
 //   - Strings (STRING values, and strings and object keys inside JSON) must
 //     be valid UTF-8; lone surrogates and invalid bytes are refused, never
-//     replaced with U+FFFD. JSON values nest at most 10000 levels deep.
+//     replaced with U+FFFD. JSON values nest at most 64 levels deep (MaxJSONDepth).
 //
 // Canonical means equal values always give equal bytes, so they hash to the
 // same item key: INT, FLOAT and BOOLEAN as their shortest JSON text (an INT
@@ -53,8 +53,10 @@ import (
 // 2^53−1. INT values beyond ±MaxSafeInteger travel as strings.
 const MaxSafeInteger = 1<<53 - 1
 
-// maxJSONDepth is how deeply a JSON value may nest: jsontext's limit.
-const maxJSONDepth = 10000
+// MaxJSONDepth is how deeply a JSON value may nest. Clients and their JSON
+// parsers have limits of their own (encoding/json 10,000, some far fewer),
+// and a response must encode wherever the value goes.
+const MaxJSONDepth = 64
 
 // Encode returns the canonical bytes of v, a value as GraphQL decodes it
 // (string, bool, int64, float64, json.Number, map[string]any, []any, nil),
@@ -490,8 +492,8 @@ func (e *pathError) Error() string {
 // does not hold exactly, strings and keys that are not valid UTF-8, and
 // anything that is not a JSON value.
 func checkJSON(v any, depth int) *pathError {
-	if depth > maxJSONDepth {
-		return &pathError{msg: fmt.Sprintf("it nests deeper than %d levels", maxJSONDepth)}
+	if depth > MaxJSONDepth {
+		return &pathError{msg: fmt.Sprintf("it nests deeper than %d levels", MaxJSONDepth)}
 	}
 	switch v := v.(type) {
 	case nil, bool:
@@ -602,12 +604,32 @@ func Check(t store.ValueType, b []byte) error {
 	case store.Bytes:
 		ok = true
 	case store.JSON:
-		ok = jsontext.Value(b).IsValid()
+		ok = jsontext.Value(b).IsValid() && jsonDepth(b) <= MaxJSONDepth
 	}
 	if !ok {
 		return fmt.Errorf("stored value is not a valid %s value", t)
 	}
 	return nil
+}
+
+// jsonDepth is the deepest nesting of arrays and objects in valid JSON.
+func jsonDepth(b []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // safeIntText reports whether b, int64 text without leading zeros, is

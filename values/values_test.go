@@ -484,21 +484,34 @@ func FuzzAppendFloat(f *testing.F) {
 	})
 }
 
-func TestEncodeJSONDeepNesting(t *testing.T) {
-	for _, depth := range []int{maxJSONDepth + 1, 100000} {
+// JSON values nest at most MaxJSONDepth levels: deeper ones are refused at
+// add, and a deeper one found stored fails Check (its list's field fails;
+// the response still encodes).
+func TestJSONDepth(t *testing.T) {
+	nested := func(depth int) any {
 		var v any = "leaf"
 		for range depth {
 			v = []any{v}
 		}
-		if _, err := Encode(store.JSON, v); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "deeper than 10000 levels") {
+		return v
+	}
+	for _, depth := range []int{MaxJSONDepth + 1, 100000} {
+		if _, err := Encode(store.JSON, nested(depth)); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "deeper than 64 levels") {
 			t.Errorf("depth %d: %v", depth, err)
 		}
+		stored := strings.Repeat("[", depth) + `"leaf"` + strings.Repeat("]", depth)
+		if err := Check(store.JSON, []byte(stored)); err == nil {
+			t.Errorf("Check accepted a stored value %d deep", depth)
+		}
 	}
-	var v any = "leaf"
-	for range maxJSONDepth - 1 {
-		v = []any{v}
+	b, err := Encode(store.JSON, nested(MaxJSONDepth))
+	if err != nil {
+		t.Fatalf("depth %d: %v", MaxJSONDepth, err)
 	}
-	if _, err := Encode(store.JSON, v); err != nil {
-		t.Errorf("depth %d: %v", maxJSONDepth-1, err)
+	if err := Check(store.JSON, b); err != nil {
+		t.Fatalf("Check of what Encode wrote: %v", err)
+	}
+	if err := Check(store.JSON, []byte(`{"a":"[[[[\"]{\\"}`)); err != nil {
+		t.Fatalf("brackets inside strings count as nesting: %v", err)
 	}
 }

@@ -522,8 +522,8 @@ A list item's value: a JSON value whose shape the feature's valueType fixes.
 STRING: a string of valid UTF-8. INT: a 64-bit integer, as a JSON number within
 ±9007199254740991 (2^53−1) and as a string of its digits beyond, both ways.
 FLOAT: a number a 64-bit float holds exactly. BOOLEAN: true or false. BYTES: a
-standard base64 string. JSON: any JSON value but null, its numbers held exactly
-by a 64-bit float. A value that would not read back exactly as a JavaScript
+standard base64 string. JSON: any JSON value but null, nested at most 64 levels,
+its numbers held exactly by a 64-bit float. A value that would not read back exactly as a JavaScript
 client sees it is refused, never changed.
 """
 scalar ListValue

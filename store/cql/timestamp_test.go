@@ -109,7 +109,7 @@ func (retrySameHost) Attempt(q gocql.RetryableQuery) bool {
 	}
 	return q.Attempts() <= 5
 }
-func (retrySameHost) GetRetryType(error) gocql.RetryType  { return gocql.Retry }
+func (retrySameHost) GetRetryType(error) gocql.RetryType { return gocql.Retry }
 
 func rawSession(t *testing.T, cfg cql.Config) *gocql.Session {
 	t.Helper()

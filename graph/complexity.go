@@ -1,0 +1,196 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/99designs/gqlgen/complexity"
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/introspection"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/listgate/listgate/graph/exec"
+	"github.com/listgate/listgate/graph/model"
+	"github.com/listgate/listgate/store"
+)
+
+// complexityLimit refuses an operation whose complexity passes max before
+// it runs: gqlgen's estimate (a list costs its fields times its limit) plus
+// the cost of its introspection, which gqlgen leaves out. Introspection
+// costs exactly the fields it would resolve, counted by walking this
+// schema's introspection as the operation selects it, so that aliases
+// nested in __schema cannot multiply into a response of gigabytes; the walk
+// stops as soon as the cost passes max.
+type complexityLimit struct {
+	max    int
+	es     graphql.ExecutableSchema
+	schema *introspection.Schema
+}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationContextMutator
+} = &complexityLimit{}
+
+func (*complexityLimit) ExtensionName() string { return "ComplexityLimit" }
+
+func (c *complexityLimit) Validate(es graphql.ExecutableSchema) error {
+	c.es = es
+	c.schema = introspection.WrapSchema(es.Schema())
+	return nil
+}
+
+func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	if oc.Operation == nil {
+		return nil
+	}
+	n := complexity.Calculate(ctx, c.es, oc.Operation, oc.Variables, complexity.WithIgnoreFields(map[string]struct{}{"Query.__type": {}}))
+	w := introspectionWalk{ast: c.es.Schema(), schema: c.schema, vars: oc.Variables, budget: c.max - n}
+	w.root(oc.Operation.SelectionSet)
+	if w.budget < 0 {
+		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: complexity more than the %d allowed (--max-complexity): ask for fewer items, lists or fields", store.ErrInvalid, c.max))
+	}
+	return nil
+}
+
+// introspectionWalk counts the introspection fields an operation would
+// resolve against budget, and stops once it is spent.
+type introspectionWalk struct {
+	ast    *ast.Schema
+	schema *introspection.Schema
+	vars   map[string]any
+	budget int
+}
+
+func (w *introspectionWalk) root(set ast.SelectionSet) {
+	w.each(set, func(f *ast.Field) {
+		switch f.Name {
+		case "__schema":
+			w.spend(1)
+			w.object(f.SelectionSet, w.schema)
+		case "__type":
+			w.spend(1)
+			name, _ := f.ArgumentMap(w.vars)["name"].(string)
+			if def := w.ast.Types[name]; def != nil {
+				w.object(f.SelectionSet, introspection.WrapTypeFromDef(w.ast, def))
+			}
+		}
+	})
+}
+
+// object counts a selection on one introspection object.
+func (w *introspectionWalk) object(set ast.SelectionSet, v any) {
+	w.each(set, func(f *ast.Field) {
+		w.spend(1)
+		switch v := v.(type) {
+		case *introspection.Schema:
+			switch f.Name {
+			case "types":
+				for _, t := range v.Types() {
+					w.object(f.SelectionSet, &t)
+				}
+			case "queryType":
+				w.object(f.SelectionSet, v.QueryType())
+			case "mutationType":
+				w.object(f.SelectionSet, v.MutationType())
+			case "subscriptionType":
+				w.object(f.SelectionSet, v.SubscriptionType())
+			case "directives":
+				for _, d := range v.Directives() {
+					w.object(f.SelectionSet, &d)
+				}
+			}
+		case *introspection.Type:
+			if v == nil {
+				return
+			}
+			switch f.Name {
+			case "fields":
+				for _, x := range v.Fields(true) {
+					w.object(f.SelectionSet, &x)
+				}
+			case "inputFields":
+				for _, x := range v.InputFields() {
+					w.object(f.SelectionSet, &x)
+				}
+			case "enumValues":
+				w.spend(len(v.EnumValues(true)) * len(f.SelectionSet))
+			case "interfaces":
+				for _, t := range v.Interfaces() {
+					w.object(f.SelectionSet, &t)
+				}
+			case "possibleTypes":
+				for _, t := range v.PossibleTypes() {
+					w.object(f.SelectionSet, &t)
+				}
+			case "ofType":
+				w.object(f.SelectionSet, v.OfType())
+			}
+		case *introspection.Field:
+			switch f.Name {
+			case "args":
+				for _, a := range v.Args {
+					w.object(f.SelectionSet, &a)
+				}
+			case "type":
+				w.object(f.SelectionSet, v.Type)
+			}
+		case *introspection.InputValue:
+			if f.Name == "type" {
+				w.object(f.SelectionSet, v.Type)
+			}
+		case *introspection.Directive:
+			if f.Name == "args" {
+				for _, a := range v.Args {
+					w.object(f.SelectionSet, &a)
+				}
+			}
+		}
+	})
+}
+
+// each calls visit for every field of a selection, fragments expanded,
+// until the budget is spent.
+func (w *introspectionWalk) each(set ast.SelectionSet, visit func(*ast.Field)) {
+	for _, sel := range set {
+		if w.budget < 0 {
+			return
+		}
+		switch s := sel.(type) {
+		case *ast.Field:
+			visit(s)
+		case *ast.InlineFragment:
+			w.each(s.SelectionSet, visit)
+		case *ast.FragmentSpread:
+			if s.Definition != nil {
+				w.each(s.Definition.SelectionSet, visit)
+			}
+		}
+	}
+}
+
+func (w *introspectionWalk) spend(n int) { w.budget -= n }
+
+// listComplexity makes a list's cost grow with what it may return: its limit
+// (default 100; a limit past maxLimit counts as maxLimit, since the
+// resolver refuses it with its own error), and the entities of an entities
+// query (up to maxEntities, likewise).
+func listComplexity(maxLimit, maxEntities int) exec.ComplexityRoot {
+	var c exec.ComplexityRoot
+	limitOf := func(limit *int32) int {
+		if limit == nil || *limit < 1 {
+			return 100
+		}
+		return min(int(*limit), maxLimit)
+	}
+	c.Entity.List = func(child int, _ string, _ *string, _ *model.Time, limit *int32, _ *string) int {
+		return 1 + child*limitOf(limit)
+	}
+	c.Query.ListItems = func(child int, _, _, _ string, _ *string, _ *model.Time, limit *int32, _ *string) int {
+		return 1 + child*limitOf(limit)
+	}
+	c.Query.Entities = func(child int, _ string, ids []string) int { return 1 + child*min(max(1, len(ids)), maxEntities) }
+	c.Mutation.AddListItems = func(child int, _ model.ListRefInput, items []model.ListItemInput) int { return 1 + child + len(items) }
+	return c
+}

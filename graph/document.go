@@ -1,0 +1,172 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/listgate/listgate/store"
+)
+
+// documentLimits bounds what one new document may cost before gqlgen
+// parses and validates it: validation is superlinear in the fields of a
+// selection (5,000 aliases of one field took 4.6 s, 10,000 took 22 s), and
+// fragment spreads multiply fields. A document is parsed with a token
+// limit and refused when its fields, with every fragment spread expanded,
+// pass --max-fields. Documents already in the query cache passed before
+// and are not checked again.
+type documentLimits struct {
+	maxTokens int
+	maxFields int
+	cache     *boundedCache[*ast.QueryDocument]
+}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationParameterMutator
+} = documentLimits{}
+
+func (documentLimits) ExtensionName() string                   { return "DocumentLimits" }
+func (documentLimits) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (d documentLimits) MutateOperationParameters(_ context.Context, p *graphql.RawParams) *gqlerror.Error {
+	if p.Query == "" || d.cache.has(p.Query) {
+		return nil
+	}
+	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: p.Query}, d.maxTokens)
+	if err != nil {
+		if e, ok := err.(*gqlerror.Error); ok && e.Message == fmt.Sprintf("exceeded token limit of %d", d.maxTokens) {
+			return gqlerror.WrapPath(nil, fmt.Errorf("%w query: more than %d tokens (--max-tokens)", store.ErrInvalid, d.maxTokens))
+		}
+		return nil // gqlgen's own parse reports it, with its position
+	}
+	if n := expandedFields(doc, d.maxFields); n > d.maxFields {
+		return gqlerror.WrapPath(nil, fmt.Errorf("%w query: more than %d fields once its fragments are expanded (--max-fields)", store.ErrInvalid, d.maxFields))
+	}
+	return nil
+}
+
+// expandedFields counts the fields of a document's operations as they
+// would run, every fragment spread counted as the fields it brings. Each
+// fragment is counted once (memoized) and the count stops past limit, so
+// the walk is linear in the document whatever its fragments multiply to.
+// Spreads of unknown or cyclic fragments count nothing: validation
+// refuses them.
+func expandedFields(doc *ast.QueryDocument, limit int) int {
+	memo := map[string]int{}
+	const visiting = -1
+	var count func(set ast.SelectionSet, nesting int) int
+	count = func(set ast.SelectionSet, nesting int) int {
+		if nesting > limit {
+			return limit + 1 // nesting alone past the limit: refuse
+		}
+		n := 0
+		for _, sel := range set {
+			switch s := sel.(type) {
+			case *ast.Field:
+				n += 1 + count(s.SelectionSet, nesting+1)
+			case *ast.InlineFragment:
+				n += count(s.SelectionSet, nesting+1)
+			case *ast.FragmentSpread:
+				c, seen := memo[s.Name]
+				if !seen {
+					f := doc.Fragments.ForName(s.Name)
+					if f == nil {
+						continue
+					}
+					memo[s.Name] = visiting
+					c = count(f.SelectionSet, nesting+1)
+					memo[s.Name] = c
+				}
+				if c > 0 {
+					n += c
+				}
+			}
+			if n > limit {
+				return limit + 1
+			}
+		}
+		return n
+	}
+	total := 0
+	for _, op := range doc.Operations {
+		total += count(op.SelectionSet, 0)
+		if total > limit {
+			return limit + 1
+		}
+	}
+	return total
+}
+
+// boundedCache is an LRU cache bounded in bytes as well as in entries: the
+// parsed-query cache and the automatic persisted queries. cost estimates
+// the bytes an entry holds; an entry over maxEntry is not kept.
+type boundedCache[T any] struct {
+	mu       sync.Mutex
+	lru      *simplelru.LRU[string, T]
+	cost     func(key string, value T) int
+	bytes    int
+	max      int
+	maxEntry int
+}
+
+func newBoundedCache[T any](maxBytes, maxEntry int, cost func(string, T) int) *boundedCache[T] {
+	c := &boundedCache[T]{cost: cost, max: maxBytes, maxEntry: maxEntry}
+	c.lru, _ = simplelru.NewLRU(1<<20, func(k string, v T) { c.bytes -= c.cost(k, v) })
+	return c
+}
+
+// newDocumentCache keeps parsed documents. A document's cost is taken as
+// astBytesPerByte times its text: gqlparser's AST of a literal-heavy query
+// is about that much larger than the query (ten 480 KB documents of list
+// literals held 730 MB). Documents over 64 KB of text are parsed for each
+// request instead.
+func newDocumentCache(maxBytes int) *boundedCache[*ast.QueryDocument] {
+	const astBytesPerByte = 160
+	return newBoundedCache(maxBytes, 64<<10*astBytesPerByte, func(q string, _ *ast.QueryDocument) int { return astBytesPerByte * len(q) })
+}
+
+// newAPQCache keeps the texts of automatic persisted queries.
+func newAPQCache(maxBytes int) *boundedCache[string] {
+	return newBoundedCache(maxBytes, maxBytes/16, func(hash, q string) int { return len(hash) + len(q) })
+}
+
+var (
+	_ graphql.Cache[*ast.QueryDocument] = (*boundedCache[*ast.QueryDocument])(nil)
+	_ graphql.Cache[string]             = (*boundedCache[string])(nil)
+)
+
+func (c *boundedCache[T]) Get(_ context.Context, key string) (T, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Get(key)
+}
+
+func (c *boundedCache[T]) Add(_ context.Context, key string, value T) {
+	cost := c.cost(key, value)
+	if cost > c.maxEntry {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lru.Contains(key) {
+		return
+	}
+	c.lru.Add(key, value)
+	c.bytes += cost
+	for c.bytes > c.max {
+		c.lru.RemoveOldest()
+	}
+}
+
+func (c *boundedCache[T]) has(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Contains(key)
+}

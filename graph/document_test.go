@@ -1,0 +1,157 @@
+package graph_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/introspection"
+
+	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/store"
+)
+
+// Documents whose parsing, validation or introspection would cost without
+// bound are refused before they run, each naming the limit, fast.
+func TestDocumentLimits(t *testing.T) {
+	g := newGateway(t, embeddedStore(t))
+	aliases := func(n int, distinct bool) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			if distinct {
+				fmt.Fprintf(&b, " a%d: __typename", i)
+			} else {
+				b.WriteString(" a: __typename")
+			}
+		}
+		return b.String() + " }"
+	}
+	// Each fragment spreads the next twice: 2^30 fields once expanded.
+	var chain strings.Builder
+	chain.WriteString("{ ...F0 }")
+	for i := range 30 {
+		fmt.Fprintf(&chain, " fragment F%d on Query { ...F%d ...F%d }", i, i+1, i+1)
+	}
+	chain.WriteString(" fragment F30 on Query { __typename }")
+	nested := strings.Repeat("{ ... on Query ", 2000) + "{ __typename }" + strings.Repeat("}", 2000)
+	// The introspection bomb: every field of every type, with its type's
+	// fields, k times over at two levels.
+	bomb := func(k int) string {
+		var f, g strings.Builder
+		for i := range k {
+			fmt.Fprintf(&f, " f%d: fields(includeDeprecated: true) { name type { ...G } }", i)
+			fmt.Fprintf(&g, " g%d: fields(includeDeprecated: true) { name }", i)
+		}
+		return "{ __schema { types { ...F } } } fragment F on __Type {" + f.String() + " } fragment G on __Type {" + g.String() + " }"
+	}
+	// Few fields, each resolved for every argument of every field of
+	// every type.
+	wide := func(k int) string {
+		var b strings.Builder
+		for i := range k {
+			fmt.Fprintf(&b, " a%d: args { name }", i)
+		}
+		return "{ __schema { types { fields {" + b.String() + " } } } }"
+	}
+	for _, c := range []struct{ name, query, says string }{
+		{"repeated alias", aliases(graph.DefaultLimits.MaxFields+1, false), "--max-fields"},
+		{"distinct aliases", aliases(graph.DefaultLimits.MaxFields+1, true), "--max-fields"},
+		{"fragment chain", chain.String(), "--max-fields"},
+		{"nested inline fragments", nested, "--max-fields"},
+		{"tokens", "{" + strings.Repeat(" __typename", graph.DefaultLimits.MaxTokens) + " }", "--max-tokens"},
+		{"introspection bomb", bomb(50), "--max-fields"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			began := time.Now()
+			g.fails(c.query, nil, "BAD_USER_INPUT", c.says)
+			if took := time.Since(began); took > time.Second {
+				t.Errorf("refused after %v", took)
+			}
+		})
+	}
+	// GraphiQL's own introspection query fits, and costs what it resolves:
+	// with a limit that it fits, a wider one does not.
+	data, errs := g.do(introspection.Query, nil)
+	if len(errs) > 0 || data["__schema"] == nil {
+		t.Fatalf("the standard introspection query: %+v", errs)
+	}
+	small := newGateway(t, embeddedStore(t), func(c *graph.Config) { c.Limits.MaxComplexity = 5000 })
+	small.ok(introspection.Query, nil, nil)
+	small.fails(wide(100), nil, "BAD_USER_INPUT", "--max-complexity")
+}
+
+// pageStore answers every list read with the same page of large values.
+type pageStore struct {
+	store.Store
+	page store.Page
+}
+
+func (s pageStore) Items(context.Context, store.List, store.Range) (store.Page, error) {
+	return s.page, nil
+}
+
+// A response may carry at most --max-response-bytes of list items: past
+// it, fields fail with an error naming the flag; the ones before stand.
+func TestResponseBytesAreBounded(t *testing.T) {
+	page := store.Page{}
+	for i := range 100 {
+		page.Items = append(page.Items, store.Item{Key: fmt.Sprintf("%019d#AAAAAAAAAAAAAAAAAAAAAA==", i), Timestamp: int64(i), Value: bytes.Repeat([]byte("x"), 30_000)})
+	}
+	g := newGateway(t, pageStore{Store: embeddedStore(t), page: page}, func(c *graph.Config) { c.Limits.MaxResponseBytes = 8 << 20 })
+	g.createFeature("f", "STRING", 3600)
+	var q strings.Builder
+	q.WriteString("{")
+	for i := range 5 {
+		fmt.Fprintf(&q, ` a%d: listItems(entityType: "$type", entityId: "u1", feature: "f") { items { value } }`, i)
+	}
+	data, errs := g.do(q.String()+" }", nil)
+	// Each page is about 3 MB: two fit in 8 MiB.
+	if len(errs) != 3 || !strings.Contains(errs[0].Message, "--max-response-bytes") || errs[0].Extensions.Code != "BAD_USER_INPUT" {
+		t.Fatalf("errors %+v; want 3 naming --max-response-bytes", errs)
+	}
+	if data != nil {
+		t.Fatalf("data %v: listItems is non-null, so its failure nulls the data", len(data))
+	}
+}
+
+// blockingStore holds list reads until released.
+type blockingStore struct {
+	store.Store
+	started chan struct{}
+	release chan struct{}
+}
+
+func (s blockingStore) Items(ctx context.Context, l store.List, r store.Range) (store.Page, error) {
+	s.started <- struct{}{}
+	<-s.release
+	return s.Store.Items(ctx, l, r)
+}
+
+// Past --max-in-flight, requests are refused at once with 503, UNAVAILABLE
+// and Retry-After, and served again once a slot frees.
+func TestInFlightRequestsAreBounded(t *testing.T) {
+	s := blockingStore{Store: embeddedStore(t), started: make(chan struct{}, 1), release: make(chan struct{})}
+	g := newGateway(t, s, func(c *graph.Config) { c.Limits.MaxInFlight = 1 })
+	g.createFeature("f", "STRING", 3600)
+	read := `{ listItems(entityType: "$type", entityId: "u1", feature: "f") { hasMore } }`
+	var wg sync.WaitGroup
+	wg.Go(func() { g.ok(read, nil, nil) })
+	<-s.started
+	req := httptest.NewRequest(http.MethodPost, "/graphql", strings.NewReader(`{"query": "{ __typename }"}`))
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	g.h.ServeHTTP(w, req)
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "UNAVAILABLE") || !strings.Contains(w.Body.String(), "--max-in-flight") {
+		t.Fatalf("second request: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	close(s.release)
+	wg.Wait()
+	g.ok(`{ __typename }`, nil, nil)
+}
