@@ -127,6 +127,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.Limits.MaxTokens, "max-tokens", graph.DefaultLimits.MaxTokens, "most tokens in one GraphQL document")
 	fs.IntVar(&c.Limits.MaxFields, "max-fields", graph.DefaultLimits.MaxFields, "most fields in one operation, aliases counted and fragments expanded")
 	fs.IntVar(&c.Limits.MaxResponseBytes, "max-response-bytes", graph.DefaultLimits.MaxResponseBytes, "most bytes of list items in one response")
+	fs.IntVar(&c.Limits.MaxInFlightComplexity, "max-in-flight-complexity", graph.DefaultLimits.MaxInFlightComplexity, "complexity of the operations running at once (at least --max-complexity); more wait for room until their deadline")
 	fs.IntVar(&c.Limits.MaxInFlight, "max-in-flight", graph.DefaultLimits.MaxInFlight, "GraphQL requests served at once; more are refused with 503")
 	fs.DurationVar(&c.Limits.RequestTimeout, "request-timeout", graph.DefaultLimits.RequestTimeout, "deadline of one request, passed down to every CQL statement")
 	fs.IntVar(&c.Limits.QueryCacheBytes, "query-cache-bytes", graph.DefaultLimits.QueryCacheBytes, "memory for parsed GraphQL documents, estimated")

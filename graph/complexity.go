@@ -9,6 +9,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/introspection"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/listgate/listgate/graph/exec"
 	"github.com/listgate/listgate/graph/model"
@@ -22,10 +23,17 @@ import (
 // schema's introspection as the operation selects it, so that aliases
 // nested in __schema cannot multiply into a response of gigabytes; the walk
 // stops as soon as the cost passes max.
+//
+// It also holds the process's complexity budget: an operation runs only
+// once its complexity fits in what the operations running leave of
+// maxInFlight, waiting for it until its deadline. Memory follows what the
+// operations running may return, so many large reads at once wait their
+// turn instead of growing the heap past what the process has.
 type complexityLimit struct {
-	max    int
-	es     graphql.ExecutableSchema
-	schema *introspection.Schema
+	max      int
+	es       graphql.ExecutableSchema
+	schema   *introspection.Schema
+	inFlight *semaphore.Weighted
 }
 
 var _ interface {
@@ -51,6 +59,15 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	if w.budget < 0 {
 		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: complexity more than the %d allowed (--max-complexity): ask for fewer items, lists or fields", store.ErrInvalid, c.max))
 	}
+	req := requestFrom(ctx)
+	if req == nil || c.inFlight == nil {
+		return nil
+	}
+	cost := int64(max(c.max-w.budget, 1))
+	if err := c.inFlight.Acquire(ctx, cost); err != nil {
+		return gqlerror.WrapPath(nil, errTimeout)
+	}
+	req.release = func() { c.inFlight.Release(cost) } // when the response is written
 	return nil
 }
 

@@ -155,3 +155,34 @@ func TestInFlightRequestsAreBounded(t *testing.T) {
 	wg.Wait()
 	g.ok(`{ __typename }`, nil, nil)
 }
+
+// Operations run only while their complexity fits in what the running ones
+// leave of --max-in-flight-complexity; one that does not fit waits, and
+// past its deadline answers TIMEOUT.
+func TestInFlightComplexityIsBounded(t *testing.T) {
+	s := blockingStore{Store: embeddedStore(t), started: make(chan struct{}, 1), release: make(chan struct{})}
+	g := newGateway(t, s, func(c *graph.Config) {
+		c.Limits.MaxComplexity = 1500
+		c.Limits.MaxInFlightComplexity = 1500
+		c.Limits.RequestTimeout = 300 * time.Millisecond
+	})
+	g.createFeature("f", "STRING", 3600)
+	big := `{ listItems(entityType: "$type", entityId: "u1", feature: "f", limit: 500) { items { value } } }` // 1 + 500 × 2
+	done := make(chan []gqlError, 1)
+	go func() { _, errs := g.do(big, nil); done <- errs }()
+	select {
+	case <-s.started:
+	case errs := <-done:
+		t.Fatalf("the first request ended without reading: %+v", errs)
+	}
+	began := time.Now()
+	g.fails(big, nil, "TIMEOUT", "--request-timeout")
+	if waited := time.Since(began); waited < 250*time.Millisecond {
+		t.Fatalf("refused after %v, before its deadline", waited)
+	}
+	g.ok(`{ __typename }`, nil, nil) // small ones still fit
+	close(s.release)
+	<-done
+	go func() { <-s.started }()
+	g.ok(big, nil, nil)
+}

@@ -29,6 +29,14 @@ func FuzzRequest(f *testing.F) {
 		{`{ entities(type: "user", entityIds: ["u1", "u1", ""]) { id list(feature: "f") { hasMore } } }`, ``},
 		{`{ __schema { types { name } } }`, `[]`},
 		{`{`, `{"x":`},
+		// Shapes that once cost without bound: alias floods, fragment
+		// chains, nested introspection, deep JSON values.
+		{`{ a: __typename a: __typename a: __typename a: __typename a: __typename a: __typename a: __typename a: __typename }`, ``},
+		{`{ ...A } fragment A on Query { ...B ...B } fragment B on Query { ...C ...C } fragment C on Query { __typename }`, ``},
+		{`{ __schema { types { ...T } } } fragment T on __Type { fields { name type { ...U } } } fragment U on __Type { fields { name } ofType { name } }`, ``},
+		{`{ ... on Query { ... on Query { ... on Query { __typename } } } }`, ``},
+		{`mutation($v: ListValue!) { addListItems(list: {entityType: "user", entityId: "u3", feature: "j"}, items: [{value: $v}]) { added } }`, `{"v":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`},
+		{`{ a: listItems(entityType: "user", entityId: "u1", feature: "f", limit: 1000) { items { value } } b: listItems(entityType: "user", entityId: "u1", feature: "f", limit: 1000) { items { value } } }`, ``},
 	} {
 		f.Add(seed.query, []byte(seed.vars))
 	}
@@ -41,6 +49,9 @@ func FuzzRequest(f *testing.F) {
 	if _, err := s.AddItems(ctx, store.List{Feature: &feat, EntityID: "u1"}, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte("a")}}); err != nil {
 		f.Fatal(err)
 	}
+	if _, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "j", ValueType: store.JSON, TTL: time.Hour}); err != nil {
+		f.Fatal(err)
+	}
 	counted := &writes{Store: s}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	catalog, err := features.New(ctx, counted, log, nil)
@@ -51,7 +62,7 @@ func FuzzRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	codes := map[string]bool{"BAD_USER_INPUT": true, "NOT_FOUND": true, "UNAUTHENTICATED": true, "FORBIDDEN": true, "UNAVAILABLE": true, "PERSISTED_QUERY_NOT_FOUND": true}
+	codes := map[string]bool{"BAD_USER_INPUT": true, "NOT_FOUND": true, "UNAUTHENTICATED": true, "FORBIDDEN": true, "UNAVAILABLE": true, "TIMEOUT": true, "PERSISTED_QUERY_NOT_FOUND": true}
 
 	f.Fuzz(func(t *testing.T, query string, vars []byte) {
 		req := map[string]any{"query": query}

@@ -20,6 +20,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/features"
@@ -30,18 +31,21 @@ import (
 // Limits bound what one request may ask for. Each has a safe default and
 // a flag; going past one is a clear BAD_USER_INPUT error, and nothing runs.
 type Limits struct {
-	MaxListLimit     int           // largest `limit` of one list
-	MaxEntities      int           // most entity ids in one `entities`
-	MaxDepth         int           // deepest nesting of fields
-	MaxComplexity    int           // a list costs its fields times its limit; introspection its real lists
-	MaxTokens        int           // tokens of one document
-	MaxFields        int           // fields of one operation, fragments expanded
-	MaxBodyBytes     int64         // largest request body
-	MaxResponseBytes int           // list items one response may carry, in bytes
-	MaxInFlight      int           // requests served at once; more are refused
-	RequestTimeout   time.Duration // a request's deadline, passed down to every CQL statement
-	QueryCacheBytes  int           // parsed documents kept, in estimated bytes
-	APQCacheBytes    int           // automatic persisted queries kept, in bytes
+	MaxListLimit     int   // largest `limit` of one list
+	MaxEntities      int   // most entity ids in one `entities`
+	MaxDepth         int   // deepest nesting of fields
+	MaxComplexity    int   // a list costs its fields times its limit; introspection its real lists
+	MaxTokens        int   // tokens of one document
+	MaxFields        int   // fields of one operation, fragments expanded
+	MaxBodyBytes     int64 // largest request body
+	MaxResponseBytes int   // list items one response may carry, in bytes
+	MaxInFlight      int   // requests served at once; more are refused
+	// MaxInFlightComplexity bounds the complexity of the operations running
+	// at once; one that does not fit waits for room until its deadline.
+	MaxInFlightComplexity int
+	RequestTimeout        time.Duration // a request's deadline, passed down to every CQL statement
+	QueryCacheBytes       int           // parsed documents kept, in estimated bytes
+	APQCacheBytes         int           // automatic persisted queries kept, in bytes
 }
 
 // DefaultLimits are safe defaults: 100 entities' lists of 100 items each
@@ -49,7 +53,7 @@ type Limits struct {
 var DefaultLimits = Limits{
 	MaxListLimit: 1000, MaxEntities: 1000, MaxDepth: 10, MaxComplexity: 100_000,
 	MaxTokens: 20_000, MaxFields: 1000, MaxBodyBytes: 1 << 20, MaxResponseBytes: 32 << 20,
-	MaxInFlight: 256, RequestTimeout: 10 * time.Second, QueryCacheBytes: 64 << 20, APQCacheBytes: 16 << 20,
+	MaxInFlight: 256, MaxInFlightComplexity: 300_000, RequestTimeout: 10 * time.Second, QueryCacheBytes: 64 << 20, APQCacheBytes: 16 << 20,
 }
 
 // Config is what the gateway is built from.
@@ -123,7 +127,7 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	// Before anything runs: who may, how deep, how much.
 	srv.Use(&authorization{introspection: cfg.Introspection})
 	srv.Use(depthLimit{cfg.Limits.MaxDepth})
-	srv.Use(&complexityLimit{max: cfg.Limits.MaxComplexity})
+	srv.Use(&complexityLimit{max: cfg.Limits.MaxComplexity, inFlight: semaphore.NewWeighted(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity)))})
 	srv.Use(checkMutationsFirst{})
 	srv.Use(operationTracing{tracer})
 	if _, off := cfg.TracerProvider.(tracenoop.TracerProvider); !off {
@@ -163,6 +167,8 @@ type request struct {
 	// responseBytes counts the bytes of list items the response carries,
 	// up to Limits.MaxResponseBytes.
 	responseBytes atomic.Int64
+	// release returns the operation's share of the complexity budget.
+	release func()
 }
 
 func principalFrom(ctx context.Context) *auth.Principal {
@@ -184,6 +190,9 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := &request{loaders: loaders{ll: e.loader}}
 	ctx := context.WithValue(r.Context(), requestKey{}, req)
 	defer func() {
+		if req.release != nil {
+			req.release()
+		}
 		req.info.canceled = errors.Is(r.Context().Err(), context.Canceled)
 		e.requests.done(ctx, &req.info, time.Since(start))
 	}()
