@@ -68,6 +68,9 @@ func listLoaderFor(ctx context.Context) *dataloader.Loader[listKey, store.Page] 
 		l.list = dataloader.NewBatchedLoader(l.ll.batch,
 			dataloader.WithWait[listKey, store.Page](l.ll.cfg.Wait),
 			dataloader.WithBatchCapacity[listKey, store.Page](l.ll.cfg.MaxBatch),
+			// The channel that gathers a batch's keys; dataloader's 1,000
+			// slots cost 8 KB per request, most reading one list.
+			dataloader.WithInputCapacity[listKey, store.Page](64),
 			dataloader.WithTracer[listKey, store.Page](l.ll.tracer),
 		)
 	})
@@ -78,6 +81,9 @@ func listLoaderFor(ctx context.Context) *dataloader.Loader[listKey, store.Page] 
 type listLoader struct {
 	store     store.Store
 	onPanic   graphql.RecoverFunc // a panic in a read fails its key, logged and counted
+	// maxResponseBytes: once a request's response holds this many bytes
+	// of list items, its remaining reads are not made.
+	maxResponseBytes int
 	cfg       LoaderConfig
 	tracer    *dlotel.Tracer[listKey, store.Page]
 	batchSize metric.Int64Histogram
@@ -108,6 +114,12 @@ func (ll *listLoader) batch(ctx context.Context, keys []listKey) []*dataloader.R
 			}
 		}()
 		k := keys[i]
+		if req := requestFrom(ctx); req != nil && req.responseBytes.Load() > int64(ll.maxResponseBytes) {
+			// The response is already full: reading more would only hold
+			// memory for fields that will fail.
+			results[i] = &dataloader.Result[store.Page]{Error: tooLarge(k.feature, ll.maxResponseBytes)}
+			return
+		}
 		p, err := ll.store.Items(ctx, store.List{Feature: k.feature, EntityID: k.entityID}, k.r)
 		results[i] = &dataloader.Result[store.Page]{Data: p, Error: err}
 	}

@@ -110,6 +110,7 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	if err != nil {
 		return nil, err
 	}
+	loader.maxResponseBytes = cfg.Limits.MaxResponseBytes
 	r := &Resolver{store: cfg.Store, catalog: cfg.Catalog, limits: cfg.Limits, now: cfg.Now}
 	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r, Complexity: listComplexity(cfg.Limits.MaxListLimit, cfg.Limits.MaxEntities)}))
 	srv.AddTransport(get{})

@@ -19,19 +19,7 @@ import (
 
 // List is the resolver for the list field.
 func (r *entityResolver) List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (*model.ListPage, error) {
-	f, err := r.catalog.Feature(ctx, obj.Type, feature, deref(version))
-	if err != nil {
-		return nil, err
-	}
-	rg, err := r.listRange(minTimestamp, limit, after)
-	if err != nil {
-		return nil, err
-	}
-	p, err := listLoaderFor(ctx).Load(ctx, listKey{feature: f, entityID: obj.EntityID, r: rg})()
-	if err != nil {
-		return nil, err
-	}
-	return r.listPage(ctx, f, p)
+	return r.page(ctx, obj.Type, obj.EntityID, feature, deref(version), minTimestamp, limit, after, true)
 }
 
 // CreateListFeature is the resolver for the createListFeature field.
@@ -187,23 +175,11 @@ func (r *queryResolver) Entities(ctx context.Context, typeArg string, entityIds 
 
 // ListItems is the resolver for the listItems field.
 func (r *queryResolver) ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (model.ListPage, error) {
-	f, err := r.catalog.Feature(ctx, entityType, feature, deref(version))
+	p, err := r.page(ctx, entityType, entityID, feature, deref(version), minTimestamp, limit, after, false)
 	if err != nil {
 		return model.ListPage{}, err
 	}
-	rg, err := r.listRange(minTimestamp, limit, after)
-	if err != nil {
-		return model.ListPage{}, err
-	}
-	p, err := r.store.Items(ctx, store.List{Feature: f, EntityID: entityID}, rg)
-	if err != nil {
-		return model.ListPage{}, err
-	}
-	page, err := r.listPage(ctx, f, p)
-	if err != nil {
-		return model.ListPage{}, err
-	}
-	return *page, nil
+	return *p, nil
 }
 
 // Entity returns exec.EntityResolver implementation.
