@@ -79,14 +79,14 @@ func listLoaderFor(ctx context.Context) *dataloader.Loader[listKey, store.Page] 
 
 // listLoader makes the per-request list loaders.
 type listLoader struct {
-	store     store.Store
-	onPanic   graphql.RecoverFunc // a panic in a read fails its key, logged and counted
+	store   store.Store
+	onPanic graphql.RecoverFunc // a panic in a read fails its key, logged and counted
 	// maxResponseBytes: once a request's response holds this many bytes
 	// of list items, its remaining reads are not made.
 	maxResponseBytes int
-	cfg       LoaderConfig
-	tracer    *dlotel.Tracer[listKey, store.Page]
-	batchSize metric.Int64Histogram
+	cfg              LoaderConfig
+	tracer           *dlotel.Tracer[listKey, store.Page]
+	batchSize        metric.Int64Histogram
 }
 
 func newListLoader(s store.Store, cfg LoaderConfig, tracer trace.Tracer, meter metric.Meter, onPanic graphql.RecoverFunc) (*listLoader, error) {
