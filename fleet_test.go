@@ -13,9 +13,9 @@ import (
 )
 
 // startProcess runs this test binary as the listgate command, with env
-// (LISTGATE_* settings), and returns its base URL; it is killed when the
-// test ends.
-func startProcess(t *testing.T, env ...string) string {
+// (LISTGATE_* settings), and returns it and its base URL; it is killed when
+// the test ends.
+func startProcess(t *testing.T, env ...string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(append(os.Environ(), "LISTGATE_TEST_AS_MAIN=1", "LISTGATE_LISTEN=127.0.0.1:0"), env...)
@@ -36,7 +36,7 @@ func startProcess(t *testing.T, env ...string) string {
 	if m == nil {
 		t.Fatalf("unexpected first line %q", line)
 	}
-	return m[1]
+	return cmd, m[1]
 }
 
 // Two gateway processes on one Cassandra agree: a feature created through
@@ -47,8 +47,8 @@ func TestGatewayReplicasAgree(t *testing.T) {
 	hosts := strings.Join(cqltest.Hosts(t), ",")
 	const refresh = time.Second
 	env := []string{"LISTGATE_CQL_HOSTS=" + hosts, "LISTGATE_CQL_KEYSPACE=fleet", "LISTGATE_FEATURE_REFRESH=" + refresh.String()}
-	a := startProcess(t, append(env, "LISTGATE_MIGRATE=true")...)
-	b := startProcess(t, env...)
+	_, a := startProcess(t, append(env, "LISTGATE_MIGRATE=true")...)
+	_, b := startProcess(t, env...)
 	entityType := fmt.Sprintf("fleet%d", time.Now().UnixNano()%1e9)
 
 	for i := range 10 {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -71,7 +70,7 @@ func TestJavaScriptClientReadsValuesExactly(t *testing.T) {
 			items = append(items, map[string]any{"value": v, "timestamp": now.Add(time.Duration(i)*time.Second + 123456789).Format(time.RFC3339Nano)})
 		}
 		vars, _ := json.Marshal(map[string]any{"items": items})
-		_, out = postVars(t, base, fmt.Sprintf(`mutation($items: [ListItemInput!]!) { addListItems(list: {entityType: %q, entityId: "js", feature: %q}, items: $items) { added } }`, entityType, c.feature), vars)
+		_, out = postBody(t, base, "", map[string]any{"variables": json.RawMessage(vars), "query": fmt.Sprintf(`mutation($items: [ListItemInput!]!) { addListItems(list: {entityType: %q, entityId: "js", feature: %q}, items: $items) { added } }`, entityType, c.feature)})
 		if fmt.Sprint(out["data"]) != fmt.Sprintf("map[addListItems:map[added:%d]]", len(c.in)) {
 			t.Fatalf("%s: %v", c.feature, out)
 		}
@@ -107,20 +106,4 @@ func decode(t *testing.T, b []byte) any {
 		t.Fatalf("%s: %v", b, err)
 	}
 	return v
-}
-
-// postVars POSTs a query with variables given as JSON.
-func postVars(t *testing.T, base, query string, vars json.RawMessage) (*http.Response, map[string]any) {
-	t.Helper()
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	resp, err := http.Post(base+"/graphql", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
-	}
-	return resp, out
 }

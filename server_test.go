@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -100,8 +101,14 @@ func startWith(t *testing.T, opts telemetry.Options, args ...string) string {
 
 func post(t *testing.T, base, accept, query string) (*http.Response, map[string]any) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]string{"query": query})
-	req, _ := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(string(body)))
+	return postBody(t, base, accept, map[string]any{"query": query})
+}
+
+// postBody POSTs a GraphQL request body and decodes the response.
+func postBody(t *testing.T, base, accept string, request map[string]any) (*http.Response, map[string]any) {
+	t.Helper()
+	body, _ := json.Marshal(request)
+	req, _ := http.NewRequest(http.MethodPost, base+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if accept != "" {
 		req.Header.Set("Accept", accept)

@@ -26,31 +26,11 @@ func TestMain(m *testing.M) {
 // SIGTERM lets a request in flight finish, refuses new connections, and
 // the process exits 0.
 func TestSIGTERMFinishesInFlightRequests(t *testing.T) {
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(),
-		"LISTGATE_TEST_AS_MAIN=1",
-		"LISTGATE_LISTEN=127.0.0.1:0",
+	cmd, base := startProcess(t,
 		"LISTGATE_DATA_DIR="+t.TempDir(),
 		"LISTGATE_LOADER_WAIT=1500ms", // a request that reads a list takes 1.5 s
 		"LISTGATE_SHUTDOWN_TIMEOUT=10s",
 	)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the address: %v", err)
-	}
-	m := servingRE.FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("unexpected first line %q", line)
-	}
-	base := m[1]
 	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
 	post(t, base, "", `mutation { addListItems(list: {entityType: "user", entityId: "u1", feature: "f"}, items: [{value: "kept"}]) { added } }`)
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel/attribute"
@@ -154,16 +155,7 @@ func TestTraceAndMetricsOfARequest(t *testing.T) {
 
 // checkMetrics scrapes /metrics after the traffic above.
 func checkMetrics(t *testing.T, base string) {
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parsing /metrics: %v", err)
-	}
+	families := metricFamilies(t, base)
 	value := func(name string, labels map[string]string) float64 {
 		f := families[name]
 		if f == nil {
@@ -251,18 +243,8 @@ func TestCanceledRequestIsCountedAsCanceled(t *testing.T) {
 // scrape reads listgate_graphql_requests_total by operation and outcome.
 func scrape(t *testing.T, base string) map[string]map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]map[string]float64{}
-	if f := families["listgate_graphql_requests_total"]; f != nil {
+	if f := metricFamilies(t, base)["listgate_graphql_requests_total"]; f != nil {
 		for _, m := range f.Metric {
 			labels := map[string]string{}
 			for _, l := range m.Label {
@@ -276,4 +258,20 @@ func scrape(t *testing.T, base string) map[string]map[string]float64 {
 		}
 	}
 	return out
+}
+
+// metricFamilies reads the gateway's /metrics.
+func metricFamilies(t *testing.T, base string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return families
 }
