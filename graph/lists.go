@@ -43,14 +43,31 @@ func (r *Resolver) page(ctx context.Context, entityType, entityID, feature, vers
 	if err != nil {
 		return nil, err
 	}
-	var p store.Page
 	if batched {
-		p, err = listLoaderFor(ctx).Load(ctx, listKey{feature: f, entityID: entityID, r: rg})()
-	} else if req := requestFrom(ctx); req != nil && req.responseBytes.Load() > int64(r.limits.MaxResponseBytes) {
-		err = tooLarge(f, r.limits.MaxResponseBytes) // full already: read nothing more
-	} else {
-		p, err = r.store.Items(ctx, store.List{Feature: f, EntityID: entityID}, rg)
+		p, err := listLoaderFor(ctx).Load(ctx, listKey{feature: f, entityID: entityID, r: rg})()
+		if err != nil {
+			return nil, err
+		}
+		return r.listPage(ctx, f, p)
 	}
+	req := requestFrom(ctx)
+	if req == nil {
+		p, err := r.store.Items(ctx, store.List{Feature: f, EntityID: entityID}, rg)
+		if err != nil {
+			return nil, err
+		}
+		return r.listPage(ctx, f, p)
+	}
+	// A request's direct reads (listItems under aliases) run one at a time,
+	// each after the bytes of the ones before it are charged, so that a
+	// request holds at most --max-response-bytes and one page, not every
+	// page at once. One listItems, the common case, never waits.
+	req.directReads.Lock()
+	defer req.directReads.Unlock()
+	if req.responseBytes.Load() > int64(r.limits.MaxResponseBytes) {
+		return nil, tooLarge(f, r.limits.MaxResponseBytes) // full already: read nothing more
+	}
+	p, err := r.store.Items(ctx, store.List{Feature: f, EntityID: entityID}, rg)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -170,6 +171,8 @@ type request struct {
 	responseBytes atomic.Int64
 	// release returns the operation's share of the complexity budget.
 	release func()
+	// directReads makes the request's direct list reads one at a time.
+	directReads sync.Mutex
 }
 
 func principalFrom(ctx context.Context) *auth.Principal {

@@ -491,9 +491,15 @@ func (e *pathError) Error() string {
 // checkJSON refuses what would not read back exactly: numbers a float64
 // does not hold exactly, strings and keys that are not valid UTF-8, and
 // anything that is not a JSON value.
+//
+// depth is the number of arrays and objects around v; an array or object
+// adds one, so the count matches the brackets Check counts in stored bytes.
 func checkJSON(v any, depth int) *pathError {
-	if depth > MaxJSONDepth {
-		return &pathError{msg: fmt.Sprintf("it nests deeper than %d levels", MaxJSONDepth)}
+	switch v.(type) {
+	case []any, map[string]any:
+		if depth+1 > MaxJSONDepth {
+			return &pathError{msg: fmt.Sprintf("it nests deeper than %d levels", MaxJSONDepth)}
+		}
 	}
 	switch v := v.(type) {
 	case nil, bool:

@@ -501,6 +501,27 @@ func TestJSONDepth(t *testing.T) {
 	if err := Check(store.JSON, b); err != nil {
 		t.Fatalf("Check of what Encode wrote: %v", err)
 	}
+	// Empty innermost containers count as a level too: what Encode accepts,
+	// Check accepts, and what Check refuses, Encode refuses.
+	empty := func(depth int, inner any) any {
+		v := inner
+		for range depth - 1 {
+			v = []any{v}
+		}
+		return v
+	}
+	for _, inner := range []any{[]any{}, map[string]any{}} {
+		if _, err := Encode(store.JSON, empty(MaxJSONDepth+1, inner)); err == nil {
+			t.Errorf("Encode accepted %d levels ending in %v", MaxJSONDepth+1, inner)
+		}
+		b, err := Encode(store.JSON, empty(MaxJSONDepth, inner))
+		if err != nil {
+			t.Fatalf("%d levels ending in %v: %v", MaxJSONDepth, inner, err)
+		}
+		if err := Check(store.JSON, b); err != nil {
+			t.Errorf("Check of %d levels ending in %v: %v", MaxJSONDepth, inner, err)
+		}
+	}
 	if err := Check(store.JSON, []byte(`{"a":"[[[[\"]{\\"}`)); err != nil {
 		t.Fatalf("brackets inside strings count as nesting: %v", err)
 	}
