@@ -106,15 +106,36 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// startAttackGateway runs this test binary as the gateway, as startProcess
-// does, on the embedded store in dataDir, and keeps what startProcess does
-// not give: the process (for its pid, its memory and SIGTERM) and its log.
+// gatewayBinary builds the listgate command once, as `go build` does: the
+// memory and CPU measured must be the product's, not those of this test
+// binary, which `make test` builds with the race detector (5–10 times the
+// memory, several times the CPU).
+var gatewayBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "listgate-attack")
+	if err != nil {
+		return "", err
+	}
+	bin := dir + "/listgate"
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// startAttackGateway runs the listgate command (gatewayBinary) on the
+// embedded store in dataDir, and keeps the process (for its pid, its memory
+// and SIGTERM) and its log.
 // env (LISTGATE_* settings) comes after the defaults and wins. The process
 // is killed when the test ends.
 func startAttackGateway(t *testing.T, dataDir string, env ...string) *attackGateway {
 	t.Helper()
 	g := &attackGateway{t: t, timeout: attackTimeout, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	cmd := exec.Command(os.Args[0])
+	bin, err := gatewayBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
 	for _, kv := range os.Environ() {
 		// The collector's settings are the test's to choose.
 		if !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
@@ -122,7 +143,6 @@ func startAttackGateway(t *testing.T, dataDir string, env ...string) *attackGate
 		}
 	}
 	cmd.Env = append(cmd.Env,
-		"LISTGATE_TEST_AS_MAIN=1",
 		"LISTGATE_LISTEN=127.0.0.1:0",
 		"LISTGATE_DATA_DIR="+dataDir,
 		"LISTGATE_REQUEST_TIMEOUT="+attackTimeout.String(),

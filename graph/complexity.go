@@ -3,13 +3,13 @@ package graph
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/99designs/gqlgen/complexity"
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/listgate/listgate/graph/exec"
 	"github.com/listgate/listgate/graph/model"
@@ -33,7 +33,48 @@ type complexityLimit struct {
 	max      int
 	es       graphql.ExecutableSchema
 	schema   *introspection.Schema
-	inFlight *semaphore.Weighted
+	inFlight *costBudget
+}
+
+// costBudget is the complexity the operations running may hold together.
+// Unlike a FIFO semaphore, a waiting operation never holds up one that
+// fits: a small query runs at once while a large one waits for room.
+type costBudget struct {
+	mu      sync.Mutex
+	used    int64
+	max     int64
+	changed chan struct{} // closed, and replaced, at every release
+}
+
+func newCostBudget(max int64) *costBudget {
+	return &costBudget{max: max, changed: make(chan struct{})}
+}
+
+// acquire waits until n fits, or ctx ends.
+func (b *costBudget) acquire(ctx context.Context, n int64) error {
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.max {
+			b.used += n
+			b.mu.Unlock()
+			return nil
+		}
+		changed := b.changed
+		b.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *costBudget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	close(b.changed)
+	b.changed = make(chan struct{})
+	b.mu.Unlock()
 }
 
 var _ interface {
@@ -64,10 +105,10 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 		return nil
 	}
 	cost := int64(max(c.max-w.budget, 1))
-	if err := c.inFlight.Acquire(ctx, cost); err != nil {
+	if err := c.inFlight.acquire(ctx, cost); err != nil {
 		return gqlerror.WrapPath(nil, errTimeout)
 	}
-	req.release = func() { c.inFlight.Release(cost) } // when the response is written
+	req.release = func() { c.inFlight.release(cost) } // when the response is written
 	return nil
 }
 

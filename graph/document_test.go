@@ -169,18 +169,29 @@ func TestInFlightComplexityIsBounded(t *testing.T) {
 	g.createFeature("f", "STRING", 3600)
 	big := `{ listItems(entityType: "$type", entityId: "u1", feature: "f", limit: 500) { items { value } } }` // 1 + 500 × 2
 	done := make(chan []gqlError, 1)
-	go func() { _, errs := g.do(big, nil); done <- errs }()
+	first := *g
+	go func() { _, errs := first.do(big, nil); done <- errs }()
 	select {
 	case <-s.started:
 	case errs := <-done:
 		t.Fatalf("the first request ended without reading: %+v", errs)
 	}
 	began := time.Now()
-	g.fails(big, nil, "TIMEOUT", "--request-timeout")
-	if waited := time.Since(began); waited < 250*time.Millisecond {
+	waiting := make(chan time.Duration, 1)
+	other := *g // a client of its own: do records its last status
+	go func() {
+		other.fails(big, nil, "TIMEOUT", "--request-timeout")
+		waiting <- time.Since(began)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	small := time.Now()
+	g.ok(`{ __typename }`, nil, nil) // a waiting large one holds up no small one
+	if took := time.Since(small); took > 100*time.Millisecond {
+		t.Fatalf("a small query waited %v behind a large one", took)
+	}
+	if waited := <-waiting; waited < 250*time.Millisecond {
 		t.Fatalf("refused after %v, before its deadline", waited)
 	}
-	g.ok(`{ __typename }`, nil, nil) // small ones still fit
 	close(s.release)
 	<-done
 	go func() { <-s.started }()

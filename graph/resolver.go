@@ -21,7 +21,6 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/features"
@@ -129,7 +128,7 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	// Before anything runs: who may, how deep, how much.
 	srv.Use(&authorization{introspection: cfg.Introspection})
 	srv.Use(depthLimit{cfg.Limits.MaxDepth})
-	srv.Use(&complexityLimit{max: cfg.Limits.MaxComplexity, inFlight: semaphore.NewWeighted(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity)))})
+	srv.Use(&complexityLimit{max: cfg.Limits.MaxComplexity, inFlight: newCostBudget(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity)))})
 	srv.Use(checkMutationsFirst{})
 	srv.Use(operationTracing{tracer})
 	if _, off := cfg.TracerProvider.(tracenoop.TracerProvider); !off {
