@@ -239,6 +239,18 @@ func (quietLogger) Println(...any)        {}
 // classify wraps a driver error with the store's error kind. Timeouts,
 // unavailable replicas and lost connections are ErrUnavailable: the caller
 // may retry. Anything else is a fault of the store and keeps its cause.
+// serverErrorCode is the protocol error code of an error the server sent.
+// scylladb/gocql's typed errors (*RequestErrUnavailable,
+// *RequestErrWriteTimeout, …) give it as GetCode: none of them implements
+// gocql.RequestError, whose method is Code.
+func serverErrorCode(err error) (int, bool) {
+	var e interface{ GetCode() int }
+	if errors.As(err, &e) {
+		return e.GetCode(), true
+	}
+	return 0, false
+}
+
 func classify(op string, err error) error {
 	if err == nil {
 		return nil
@@ -246,9 +258,8 @@ func classify(op string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	var reqErr gocql.RequestError
-	if errors.As(err, &reqErr) {
-		switch reqErr.Code() {
+	if code, ok := serverErrorCode(err); ok {
+		switch code {
 		// A server error is a coordinator failing on its side (a node that is
 		// starting up, say): another attempt may well succeed.
 		case gocql.ErrCodeServer, gocql.ErrCodeUnavailable, gocql.ErrCodeOverloaded, gocql.ErrCodeBootstrapping,

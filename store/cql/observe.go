@@ -161,9 +161,8 @@ func (o *observer) observe(ctx context.Context, info *statementInfo, start, end 
 
 // errorType names an error for metrics and spans by its kind, not its text.
 func errorType(err error) string {
-	var reqErr gocql.RequestError
-	if errors.As(err, &reqErr) {
-		switch reqErr.Code() {
+	if code, ok := serverErrorCode(err); ok {
+		switch code {
 		case gocql.ErrCodeUnavailable:
 			return "unavailable"
 		case gocql.ErrCodeOverloaded:
