@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,7 +136,9 @@ type wire struct {
 	cut      bool
 	sent     []sentWrite
 	errs     []string
-	conns    int
+	conns    int // connections dialled
+	open     int // connections not yet closed
+	peak     int // most connections open at once: the pool when full
 }
 
 type sentWrite struct {
@@ -149,6 +152,19 @@ type sentWrite struct {
 // and returns that timestamp.
 func (w *wire) attempts(t *testing.T, name string, op func() error) int64 {
 	t.Helper()
+	// Start with the pool full again, so that the cut leaves a connection
+	// for the retry.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		w.mu.Lock()
+		full := w.open >= w.peak
+		w.mu.Unlock()
+		if full {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the driver did not dial the cut connection again within 10s", name)
+		}
+	}
 	w.mu.Lock()
 	w.armed, w.cut, w.sent = true, false, nil
 	w.mu.Unlock()
@@ -186,6 +202,8 @@ func (w *wire) DialContext(ctx context.Context, network, addr string) (net.Conn,
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.conns++
+	w.open++
+	w.peak = max(w.peak, w.open)
 	return &wireConn{Conn: c, w: w, id: w.conns, pending: map[uint16]string{}}, nil
 }
 
@@ -236,6 +254,17 @@ type wireConn struct {
 	mu      sync.Mutex
 	out, in []byte
 	pending map[uint16]string // stream → statement being prepared
+	closed  sync.Once
+	dead    atomic.Bool // cut: nothing more is read
+}
+
+func (c *wireConn) Close() error {
+	c.closed.Do(func() {
+		c.w.mu.Lock()
+		c.w.open--
+		c.w.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 func (c *wireConn) Write(p []byte) (int, error) {
@@ -257,15 +286,21 @@ func (c *wireConn) Write(p []byte) (int, error) {
 		}
 	}
 	c.mu.Unlock()
+	if cut {
+		c.dead.Store(true) // before the write, so that no answer to it is read
+	}
 	n, err := c.Conn.Write(p)
-	if cut && err == nil {
-		c.Conn.Close() // the statement is on its way; its answer will not come
+	if cut {
+		c.Close() // the statement is on its way; its answer will not come
 	}
 	return n, err
 }
 
 func (c *wireConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	if c.dead.Load() {
+		return 0, net.ErrClosed
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.in = append(c.in, p[:n]...)
