@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/listgate/listgate/errkind"
 )
 
 // The scopes a token can grant.
@@ -48,9 +50,6 @@ func (p *Principal) Has(scope string) bool { return slices.Contains(p.scopes, sc
 // Anyone is the caller when authentication is not configured (development
 // only): every scope.
 var Anyone = &Principal{Name: "anonymous", scopes: Scopes}
-
-// ErrUnauthenticated is the error for no token, or one that is not valid.
-var ErrUnauthenticated = errors.New("unauthenticated")
 
 // Config says which tokens are valid.
 type Config struct {
@@ -186,7 +185,7 @@ func (a *Authenticator) Authenticate(authorization string) (*Principal, error) {
 	}
 	token, ok := strings.CutPrefix(authorization, "Bearer ")
 	if !ok || token == "" {
-		return nil, fmt.Errorf("%w: send Authorization: Bearer <API key or JWT>", ErrUnauthenticated)
+		return nil, fmt.Errorf("%w: send Authorization: Bearer <API key or JWT>", errkind.Unauthenticated)
 	}
 	if strings.Count(token, ".") == 2 && len(a.jwtKeys) > 0 {
 		return a.verifyJWT(token)
@@ -201,7 +200,7 @@ func (a *Authenticator) Authenticate(authorization string) (*Principal, error) {
 		}
 	}
 	if found == nil {
-		return nil, fmt.Errorf("%w: the token is not a valid API key or JWT", ErrUnauthenticated)
+		return nil, fmt.Errorf("%w: the token is not a valid API key or JWT", errkind.Unauthenticated)
 	}
 	return &Principal{Name: found.name, scopes: found.scopes}, nil
 }
@@ -286,7 +285,7 @@ func (a *Authenticator) verifyJWT(token string) (*Principal, error) {
 		return jwt.VerificationKeySet{Keys: keys}, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: the JWT is not valid: %w", ErrUnauthenticated, err)
+		return nil, fmt.Errorf("%w: the JWT is not valid: %w", errkind.Unauthenticated, err)
 	}
 	var known []string
 	for _, s := range append(slices.Clone(c.Scope), c.Scp...) {

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/listgate/listgate/errkind"
 )
 
 func hash(key string) string {
@@ -61,8 +63,8 @@ func TestAPIKeys(t *testing.T) {
 	} {
 		p, err := a.Authenticate(tc.header)
 		if tc.err {
-			if !errors.Is(err, ErrUnauthenticated) {
-				t.Errorf("%q: err = %v, want ErrUnauthenticated", tc.header, err)
+			if !errors.Is(err, errkind.Unauthenticated) {
+				t.Errorf("%q: err = %v, want errkind.Unauthenticated", tc.header, err)
 			}
 			continue
 		}
@@ -181,8 +183,8 @@ func TestJWT(t *testing.T) {
 		"tampered":        strings.Replace(sign(jwt.SigningMethodRS256, rsaKey, valid()), ".", ".x", 1),
 		"three dots only": "a.b.c",
 	} {
-		if _, err := a.Authenticate("Bearer " + token); !errors.Is(err, ErrUnauthenticated) {
-			t.Errorf("%s: err = %v, want ErrUnauthenticated", name, err)
+		if _, err := a.Authenticate("Bearer " + token); !errors.Is(err, errkind.Unauthenticated) {
+			t.Errorf("%s: err = %v, want errkind.Unauthenticated", name, err)
 		}
 	}
 	if _, err := New(Config{JWTKeys: []byte("not a PEM")}); err == nil {
@@ -268,8 +270,8 @@ func TestJWTScopeClaims(t *testing.T) {
 			}
 			p, err := a.Authenticate("Bearer " + signed(t, jwt.SigningMethodEdDSA, edKey, c))
 			if tc.wantErr != "" {
-				if !errors.Is(err, ErrUnauthenticated) || !errors.Is(err, errScopeClaim) || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want ErrUnauthenticated saying %q", err, tc.wantErr)
+				if !errors.Is(err, errkind.Unauthenticated) || !errors.Is(err, errScopeClaim) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want errkind.Unauthenticated saying %q", err, tc.wantErr)
 				}
 				return
 			}
@@ -379,8 +381,8 @@ func TestJWTErrorMostRelevant(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrUnauthenticated) {
-				t.Fatalf("err = %v, want ErrUnauthenticated", err)
+			if !errors.Is(err, errkind.Unauthenticated) {
+				t.Fatalf("err = %v, want errkind.Unauthenticated", err)
 			}
 			for _, want := range tc.want {
 				if !errors.Is(err, want) {

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 )
@@ -170,7 +171,7 @@ func (c *Catalog) Feature(ctx context.Context, entityType, name, version string)
 	if f, ok := c.snap.Load().byID[id{entityType, name, version}]; ok {
 		return f, nil
 	}
-	return nil, fmt.Errorf("feature %s: %w", keys.FeatureKey(entityType, name, version), store.ErrNotFound)
+	return nil, fmt.Errorf("feature %s: %w", keys.FeatureKey(entityType, name, version), errkind.NotFound)
 }
 
 // Fresh reports whether the snapshot is recent enough to write under: an
@@ -179,7 +180,7 @@ func (c *Catalog) Feature(ctx context.Context, entityType, name, version string)
 func (c *Catalog) Fresh() error {
 	if age := c.Age(); age > MaxWriteAge {
 		return fmt.Errorf("%w: the feature catalog was last read from the store %s ago, more than the %s that writes allow (a feature deleted elsewhere could still be written); writes resume once the store answers",
-			store.ErrUnavailable, age.Round(time.Second), MaxWriteAge)
+			errkind.Unavailable, age.Round(time.Second), MaxWriteAge)
 	}
 	return nil
 }
@@ -270,7 +271,7 @@ func (c *Catalog) CreateVersion(ctx context.Context, entityType, name, version s
 		return store.Feature{}, err
 	}
 	if len(versions) == 0 {
-		return store.Feature{}, fmt.Errorf("feature %s#%s: %w: create it with createListFeature first", entityType, name, store.ErrNotFound)
+		return store.Feature{}, fmt.Errorf("feature %s#%s: %w: create it with createListFeature first", entityType, name, errkind.NotFound)
 	}
 	newest := versions[0]
 	for _, v := range versions[1:] {

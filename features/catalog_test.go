@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/embedded"
@@ -91,10 +92,10 @@ func TestReplicasConverge(t *testing.T) {
 	if n, err := a.Delete(ctx, "user", "f"); err != nil || n != 1 {
 		t.Fatalf("Delete = %d, %v", n, err)
 	}
-	if _, err := a.Feature(ctx, "user", "f", ""); !errors.Is(err, store.ErrNotFound) {
+	if _, err := a.Feature(ctx, "user", "f", ""); !errors.Is(err, errkind.NotFound) {
 		t.Fatalf("the deleting replica still sees the feature: %v", err)
 	}
-	waitFor(t, 20*interval, func() bool { _, err := b.Feature(ctx, "user", "f", ""); return errors.Is(err, store.ErrNotFound) })
+	waitFor(t, 20*interval, func() bool { _, err := b.Feature(ctx, "user", "f", ""); return errors.Is(err, errkind.NotFound) })
 	if age := b.Age(); age > 10*interval {
 		t.Fatalf("snapshot age %v with a %v interval", age, interval)
 	}
@@ -124,8 +125,8 @@ func TestMissesShareARefresh(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 200 {
 		wg.Go(func() {
-			if _, err := c.Feature(ctx, "user", "missing", ""); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("err = %v, want ErrNotFound", err)
+			if _, err := c.Feature(ctx, "user", "missing", ""); !errors.Is(err, errkind.NotFound) {
+				t.Errorf("err = %v, want errkind.NotFound", err)
 			}
 		})
 	}
@@ -186,7 +187,7 @@ type failingStore struct {
 
 func (s *failingStore) Features(ctx context.Context, entityType string) ([]store.Feature, error) {
 	if s.down.Load() {
-		return nil, store.ErrUnavailable
+		return nil, errkind.Unavailable
 	}
 	return s.Store.Features(ctx, entityType)
 }
@@ -214,8 +215,8 @@ func TestStaleCatalogRefusesWrites(t *testing.T) {
 		t.Fatalf("just inside the bound: %v", err)
 	}
 	offset.Store(int64(features.MaxWriteAge + time.Second))
-	if err := c.Fresh(); !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("past the bound: err = %v, want ErrUnavailable", err)
+	if err := c.Fresh(); !errors.Is(err, errkind.Unavailable) {
+		t.Fatalf("past the bound: err = %v, want errkind.Unavailable", err)
 	}
 	s.down.Store(false)
 	if err := c.Refresh(ctx); err != nil {

@@ -11,9 +11,9 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/graph/exec"
 	"github.com/listgate/listgate/graph/model"
-	"github.com/listgate/listgate/store"
 )
 
 // complexityLimit refuses an operation whose complexity passes max before
@@ -98,7 +98,7 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	w := introspectionWalk{ast: c.es.Schema(), schema: c.schema, vars: oc.Variables, budget: c.max - n}
 	w.root(oc.Operation.SelectionSet)
 	if w.budget < 0 {
-		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: complexity more than the %d allowed (--max-complexity): ask for fewer items, lists or fields", store.ErrInvalid, c.max))
+		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: complexity more than the %d allowed (--max-complexity): ask for fewer items, lists or fields", errkind.Invalid, c.max))
 	}
 	req := requestFrom(ctx)
 	if req == nil || c.inFlight == nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 
-	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/errkind"
 )
 
 // documentLimits bounds what one new document may cost before gqlgen
@@ -42,12 +42,12 @@ func (d documentLimits) MutateOperationParameters(_ context.Context, p *graphql.
 	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: p.Query}, d.maxTokens)
 	if err != nil {
 		if e, ok := err.(*gqlerror.Error); ok && e.Message == fmt.Sprintf("exceeded token limit of %d", d.maxTokens) {
-			return gqlerror.WrapPath(nil, fmt.Errorf("%w query: more than %d tokens (--max-tokens)", store.ErrInvalid, d.maxTokens))
+			return gqlerror.WrapPath(nil, fmt.Errorf("%w query: more than %d tokens (--max-tokens)", errkind.Invalid, d.maxTokens))
 		}
 		return nil // gqlgen's own parse reports it, with its position
 	}
 	if n := expandedFields(doc, d.maxFields); n > d.maxFields {
-		return gqlerror.WrapPath(nil, fmt.Errorf("%w query: more than %d fields once its fragments are expanded (--max-fields)", store.ErrInvalid, d.maxFields))
+		return gqlerror.WrapPath(nil, fmt.Errorf("%w query: more than %d fields once its fragments are expanded (--max-fields)", errkind.Invalid, d.maxFields))
 	}
 	return nil
 }

@@ -12,8 +12,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/listgate/listgate/auth"
-	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/errkind"
 )
 
 // Error codes a client sees in extensions.code.
@@ -29,11 +28,12 @@ const (
 
 // errTimeout is the error of a request whose deadline passed before it
 // could answer.
-var errTimeout = errors.New("the request ran past its deadline (--request-timeout) before it could answer")
+var errTimeout = fmt.Errorf("%w: the request ran past its deadline (--request-timeout) before it could answer", errkind.Timeout)
 
 // errorPresenter is the one place that decides what a client sees of an
-// error: a code from the fixed set and a message a person can act on. Store
-// and driver details stay in the log.
+// error: a code from the fixed set, mapped from the error's kind
+// (package errkind), and a message a person can act on. Store and driver
+// details stay in the log.
 func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
@@ -80,19 +80,19 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 // classify maps an error to its code; "" for errors gqlgen raised itself.
 func classify(err error) string {
 	switch {
-	case errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrConflict):
+	case errors.Is(err, errkind.Invalid), errors.Is(err, errkind.Conflict):
 		return CodeBadUserInput
 	case errors.As(err, new(*graphql.IntegerError)), errors.As(err, new(*strconv.NumError)):
 		return CodeBadUserInput // an Int argument out of range, or not a number
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, errkind.NotFound):
 		return CodeNotFound
-	case errors.Is(err, errTimeout):
+	case errors.Is(err, errkind.Timeout):
 		return CodeTimeout
-	case errors.Is(err, errForbidden):
+	case errors.Is(err, errkind.Forbidden):
 		return CodeForbidden
-	case errors.Is(err, auth.ErrUnauthenticated):
+	case errors.Is(err, errkind.Unauthenticated):
 		return CodeUnauthenticated
-	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+	case errors.Is(err, errkind.Unavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return CodeUnavailable
 	}
 	var gqlErr *gqlerror.Error

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/internal/cqltest"
@@ -240,7 +241,7 @@ func (s *countingStore) Items(ctx context.Context, l store.List, r store.Range) 
 	return s.Store.Items(ctx, l, r)
 }
 
-var errStoreDown = fmt.Errorf("%w: gocql: no hosts available in the pool (10.0.0.1:9042)", store.ErrUnavailable)
+var errStoreDown = fmt.Errorf("%w: gocql: no hosts available in the pool (10.0.0.1:9042)", errkind.Unavailable)
 
 func TestFeatures(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s store.Store) {

@@ -2,7 +2,6 @@ package graph
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,11 +12,8 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/listgate/listgate/auth"
-	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/errkind"
 )
-
-// errForbidden marks a caller without the scope a field requires.
-var errForbidden = errors.New("forbidden")
 
 // authorization enforces @scope before an operation runs: every root field
 // it selects (through fragments too) must carry a scope the caller holds,
@@ -79,7 +75,7 @@ func (a *authorization) MutateOperationContext(ctx context.Context, oc *graphql.
 		if f.Name == "__schema" || f.Name == "__type" {
 			if !a.introspection {
 				return gqlerror.WrapPath(ast.Path{ast.PathName(f.Alias)},
-					fmt.Errorf("%w: introspection is off on this gateway (--introspection)", errForbidden))
+					fmt.Errorf("%w: introspection is off on this gateway (--introspection)", errkind.Forbidden))
 			}
 			continue // on for every authenticated caller
 		}
@@ -90,7 +86,7 @@ func (a *authorization) MutateOperationContext(ctx context.Context, oc *graphql.
 				name = p.Name
 			}
 			return gqlerror.WrapPath(ast.Path{ast.PathName(f.Alias)},
-				fmt.Errorf("%w: %s needs the scope %s, which %s's token does not grant; nothing was run", errForbidden, f.Name, scope, name))
+				fmt.Errorf("%w: %s needs the scope %s, which %s's token does not grant; nothing was run", errkind.Forbidden, f.Name, scope, name))
 		}
 	}
 	return nil
@@ -109,7 +105,7 @@ func (d depthLimit) MutateOperationContext(_ context.Context, oc *graphql.Operat
 		return nil
 	}
 	if depth := selectionDepth(oc.Operation.SelectionSet, oc.Doc.Fragments, 0); depth > d.max {
-		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: fields nested %d deep, more than the %d allowed", store.ErrInvalid, depth, d.max))
+		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: fields nested %d deep, more than the %d allowed", errkind.Invalid, depth, d.max))
 	}
 	return nil
 }

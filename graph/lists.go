@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/graph/model"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
@@ -19,7 +20,7 @@ func (r *Resolver) listRange(minTimestamp *model.Time, limit *int32, after *stri
 		rg.Limit = int(*limit)
 	}
 	if rg.Limit < 1 || rg.Limit > r.limits.MaxListLimit {
-		return rg, fmt.Errorf("%w limit %d: must be from 1 to %d", store.ErrInvalid, rg.Limit, r.limits.MaxListLimit)
+		return rg, fmt.Errorf("%w limit %d: must be from 1 to %d", errkind.Invalid, rg.Limit, r.limits.MaxListLimit)
 	}
 	if minTimestamp != nil {
 		rg.MinTimestamp = max(int64(*minTimestamp), 0)
@@ -108,7 +109,7 @@ func (r *Resolver) listPage(ctx context.Context, f *store.Feature, p store.Page)
 }
 
 func tooLarge(f *store.Feature, limit int) error {
-	return fmt.Errorf("%w list of %s: the response would carry more than %d bytes of list items (--max-response-bytes); ask for fewer items or lists", store.ErrInvalid, f.Key(), limit)
+	return fmt.Errorf("%w list of %s: the response would carry more than %d bytes of list items (--max-response-bytes); ask for fewer items or lists", errkind.Invalid, f.Key(), limit)
 }
 
 // itemBytes is what an item adds to a response beyond its key and value:
@@ -130,7 +131,7 @@ func listFeature(f *store.Feature) *model.ListFeature {
 // checked, features that an earlier field of it creates count too.
 func (r *Resolver) feature(ctx context.Context, entityType, name, version string) (*store.Feature, error) {
 	f, err := r.catalog.Feature(ctx, entityType, name, version)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, errkind.NotFound) {
 		if c := checkFrom(ctx); c != nil {
 			if f, ok := c.created[keys.FeatureKey(entityType, name, version)]; ok {
 				return f, nil
@@ -226,7 +227,7 @@ func (r *Resolver) checkVersion(ctx context.Context, entityType, name, version s
 		if err := keys.ValidateFeature(entityType, name, version); err != nil {
 			return err
 		}
-		return fmt.Errorf("feature %s#%s: %w: create it with createListFeature first", entityType, name, store.ErrNotFound)
+		return fmt.Errorf("feature %s#%s: %w: create it with createListFeature first", entityType, name, errkind.NotFound)
 	}
 	v := *base
 	v.Version = version

@@ -10,9 +10,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/graph/exec"
 	"github.com/listgate/listgate/graph/model"
-	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 	"github.com/listgate/listgate/values"
 )
@@ -135,7 +135,7 @@ func (r *queryResolver) ListFeatures(ctx context.Context, entityType *string) ([
 // ListFeature is the resolver for the listFeature field.
 func (r *queryResolver) ListFeature(ctx context.Context, entityType string, name string, version *string) (*model.ListFeature, error) {
 	f, err := r.catalog.Feature(ctx, entityType, name, deref(version))
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, errkind.NotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -161,7 +161,7 @@ func (r *queryResolver) Entities(ctx context.Context, typeArg string, entityIds 
 		return nil, err
 	}
 	if len(entityIds) > r.limits.MaxEntities {
-		return nil, fmt.Errorf("%w entityIds: %d ids, more than the %d one request may ask for", store.ErrInvalid, len(entityIds), r.limits.MaxEntities)
+		return nil, fmt.Errorf("%w entityIds: %d ids, more than the %d one request may ask for", errkind.Invalid, len(entityIds), r.limits.MaxEntities)
 	}
 	out := make([]model.Entity, len(entityIds))
 	for i, id := range entityIds {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/listgate/listgate/auth"
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/embedded"
@@ -172,7 +173,7 @@ type slowStore struct{ store.Store }
 func (s *slowStore) Items(ctx context.Context, l store.List, r store.Range) (store.Page, error) {
 	if l.EntityID == "slow" {
 		<-ctx.Done()
-		return store.Page{}, fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
+		return store.Page{}, fmt.Errorf("%w: %w", errkind.Unavailable, ctx.Err())
 	}
 	return s.Store.Items(ctx, l, r)
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/errkind"
 )
 
 // post is gqlgen's POST transport with one change: the data gqlgen's
@@ -52,7 +52,7 @@ func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecuto
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
-		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w %s", store.ErrInvalid, bodyTooLarge(tooLarge.Limit)))}))
+		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w %s", errkind.Invalid, bodyTooLarge(tooLarge.Limit)))}))
 		return
 	}
 	if err != nil {
@@ -70,7 +70,7 @@ func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecuto
 		// encoding/json turns invalid UTF-8 and lone surrogates ("\ud800")
 		// into U+FFFD, so distinct values would become one; refuse them.
 		w.WriteHeader(http.StatusBadRequest)
-		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w %s", store.ErrInvalid, strictJSONError(body)))}))
+		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w %s", errkind.Invalid, strictJSONError(body)))}))
 		return
 	}
 	params.Headers = r.Header
@@ -113,7 +113,7 @@ func (get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		fail(http.StatusBadRequest, fmt.Errorf("%w query string: %v", store.ErrInvalid, err))
+		fail(http.StatusBadRequest, fmt.Errorf("%w query string: %v", errkind.Invalid, err))
 		return
 	}
 	params := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName"), Headers: r.Header}
@@ -125,7 +125,7 @@ func (get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor
 			bad = !jsontext.Value(v).IsValid()
 		}
 		if bad {
-			fail(http.StatusBadRequest, fmt.Errorf("%w %s parameter: not valid UTF-8, or not strict JSON (lone surrogates, duplicate names)", store.ErrInvalid, name))
+			fail(http.StatusBadRequest, fmt.Errorf("%w %s parameter: not valid UTF-8, or not strict JSON (lone surrogates, duplicate names)", errkind.Invalid, name))
 			return
 		}
 	}
@@ -134,7 +134,7 @@ func (get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor
 			dec := json.NewDecoder(strings.NewReader(v))
 			dec.UseNumber()
 			if err := dec.Decode(into); err != nil {
-				fail(http.StatusBadRequest, fmt.Errorf("%w %s could not be decoded: %v", store.ErrInvalid, name, err))
+				fail(http.StatusBadRequest, fmt.Errorf("%w %s could not be decoded: %v", errkind.Invalid, name, err))
 				return
 			}
 		}
@@ -147,7 +147,7 @@ func (get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor
 		return
 	}
 	if rc.Operation.Operation != ast.Query {
-		fail(http.StatusNotAcceptable, fmt.Errorf("%w GET requests only allow query operations; send a %s with POST", store.ErrInvalid, rc.Operation.Operation))
+		fail(http.StatusNotAcceptable, fmt.Errorf("%w GET requests only allow query operations; send a %s with POST", errkind.Invalid, rc.Operation.Operation))
 		return
 	}
 	responses, ctx := exec.DispatchOperation(ctx, rc)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store/keys"
 )
 
@@ -45,17 +46,17 @@ func PrepareAdd(l List, items []NewItem, now, expiryCap time.Time, lim Limits) (
 		return nil, 0, err
 	}
 	if len(items) > lim.MaxAddItems {
-		return nil, 0, fmt.Errorf("%w add: %d items, more than the %d one call may add", ErrInvalid, len(items), lim.MaxAddItems)
+		return nil, 0, fmt.Errorf("%w add: %d items, more than the %d one call may add", errkind.Invalid, len(items), lim.MaxAddItems)
 	}
 	size := len(l.Feature.Key()) + len(l.EntityID)
 	for i, it := range items {
 		if len(it.Value) > lim.MaxValueBytes {
-			return nil, 0, fmt.Errorf("%w item %d: value of %d bytes, more than the %d allowed", ErrInvalid, i, len(it.Value), lim.MaxValueBytes)
+			return nil, 0, fmt.Errorf("%w item %d: value of %d bytes, more than the %d allowed", errkind.Invalid, i, len(it.Value), lim.MaxValueBytes)
 		}
 		size += keys.ItemKeyLen + len(it.Value) + rowOverhead
 	}
 	if size > lim.MaxAddBytes {
-		return nil, 0, fmt.Errorf("%w add: %d bytes, more than the %d one call may write; split it", ErrInvalid, size, lim.MaxAddBytes)
+		return nil, 0, fmt.Errorf("%w add: %d bytes, more than the %d one call may write; split it", errkind.Invalid, size, lim.MaxAddBytes)
 	}
 	writes := make([]Write, 0, len(items))
 	seen := make(map[string]struct{}, len(items))

@@ -7,25 +7,11 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store/keys"
-)
-
-// Error kinds. Every error a store returns wraps at most one of them; the
-// edge of the service maps them to what a client sees.
-var (
-	// ErrInvalid: the input can never succeed as given. Nothing was written.
-	ErrInvalid = keys.ErrInvalid
-	// ErrNotFound: the feature does not exist.
-	ErrNotFound = errors.New("not found")
-	// ErrConflict: the feature exists, or cannot be re-created yet.
-	ErrConflict = errors.New("conflict")
-	// ErrUnavailable: the database could not answer in time; the call may be
-	// retried.
-	ErrUnavailable = errors.New("unavailable")
 )
 
 // ValueType is the type of a feature's item values.
@@ -71,10 +57,10 @@ func (f *Feature) Validate(now, expiryCap time.Time) error {
 		return err
 	}
 	if !f.ValueType.Valid() {
-		return fmt.Errorf("%w value type %q: must be one of STRING, INT, FLOAT, BOOLEAN, BYTES, JSON", ErrInvalid, f.ValueType)
+		return fmt.Errorf("%w value type %q: must be one of STRING, INT, FLOAT, BOOLEAN, BYTES, JSON", errkind.Invalid, f.ValueType)
 	}
 	if len(f.Description) > MaxDescriptionLen {
-		return fmt.Errorf("%w description: longer than 1024 bytes", ErrInvalid)
+		return fmt.Errorf("%w description: longer than 1024 bytes", errkind.Invalid)
 	}
 	return keys.ValidateFeatureTTL(f.TTL, now, expiryCap)
 }
@@ -91,7 +77,7 @@ type List struct {
 // Validate checks the list's identifiers.
 func (l List) Validate() error {
 	if l.Feature == nil {
-		return fmt.Errorf("%w list: no feature", ErrInvalid)
+		return fmt.Errorf("%w list: no feature", errkind.Invalid)
 	}
 	return keys.ValidateList(l.Feature.EntityType, l.Feature.Name, l.Feature.Version, l.EntityID)
 }
@@ -122,10 +108,10 @@ const MaxLimit = 10_000
 // Validate checks a range.
 func (r Range) Validate() error {
 	if r.Limit < 1 || r.Limit > MaxLimit {
-		return fmt.Errorf("%w limit: must be from 1 to 10000", ErrInvalid)
+		return fmt.Errorf("%w limit: must be from 1 to 10000", errkind.Invalid)
 	}
 	if r.MinTimestamp < 0 {
-		return fmt.Errorf("%w minTimestamp: before 1970-01-01", ErrInvalid)
+		return fmt.Errorf("%w minTimestamp: before 1970-01-01", errkind.Invalid)
 	}
 	if r.After != "" {
 		if _, err := keys.ParseItemKey(r.After); err != nil {
@@ -149,7 +135,7 @@ type AddResult struct {
 
 // Store keeps list features and their lists.
 type Store interface {
-	// CreateFeature stores a new feature. ErrConflict if it exists, or if it
+	// CreateFeature stores a new feature. errkind.Conflict if it exists, or if it
 	// was deleted and items written under it may still be live.
 	CreateFeature(ctx context.Context, f Feature) (Feature, error)
 	// Features lists the live features, of one entity type or of all when
@@ -180,12 +166,12 @@ type Store interface {
 
 // FeatureExists is the error for creating a feature that exists.
 func FeatureExists(key string) error {
-	return fmt.Errorf("feature %s: %w: it already exists", key, ErrConflict)
+	return fmt.Errorf("feature %s: %w: it already exists", key, errkind.Conflict)
 }
 
 // RecreateTooSoon is the error for creating a deleted feature again while
 // items written under it may still be live.
 func RecreateTooSoon(key string, deletedAt, after time.Time) error {
 	return fmt.Errorf("feature %s: %w: it was deleted at %s and items written under it may live until %s; create it again after that time, or create a new version",
-		key, ErrConflict, deletedAt.UTC().Format(time.RFC3339), after.UTC().Format(time.RFC3339))
+		key, errkind.Conflict, deletedAt.UTC().Format(time.RFC3339), after.UTC().Format(time.RFC3339))
 }

@@ -2,7 +2,7 @@
 // list stores, and stored bytes back into JSON, by the feature's value type.
 //
 // The rule: a value is stored and read back exactly as a JavaScript client
-// sees it, or refused with an error (wrapping store.ErrInvalid) that says
+// sees it, or refused with an error (wrapping errkind.Invalid) that says
 // what to send instead. Nothing is rounded, clamped or replaced.
 //
 //   - INT (64-bit integers) travel as JSON numbers within ±(2^53−1)
@@ -46,6 +46,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 )
 
@@ -61,7 +62,7 @@ const MaxJSONDepth = 64
 // Encode returns the canonical bytes of v, a value as GraphQL decodes it
 // (string, bool, int64, float64, json.Number, map[string]any, []any, nil),
 // for a feature whose values are of type t, or an error wrapping
-// store.ErrInvalid that says what to send instead if v would not read back
+// errkind.Invalid that says what to send instead if v would not read back
 // exactly as a JavaScript client sees it (see the package comment).
 func Encode(t store.ValueType, v any) ([]byte, error) {
 	switch t {
@@ -71,7 +72,7 @@ func Encode(t store.ValueType, v any) ([]byte, error) {
 			return nil, mismatch(t, v, "a string")
 		}
 		if !utf8.ValidString(s) {
-			return nil, fmt.Errorf("%w ListValue %s: this feature holds STRING values, which must be valid UTF-8 (no invalid bytes or lone surrogates); send binary data to a BYTES feature as base64", store.ErrInvalid, describe(v))
+			return nil, fmt.Errorf("%w ListValue %s: this feature holds STRING values, which must be valid UTF-8 (no invalid bytes or lone surrogates); send binary data to a BYTES feature as base64", errkind.Invalid, describe(v))
 		}
 		return []byte(s), nil
 	case store.Int:
@@ -99,23 +100,23 @@ func Encode(t store.ValueType, v any) ([]byte, error) {
 			return nil, mismatch(t, v, "a JSON value other than null")
 		}
 		if err := checkJSON(v, 0); err != nil {
-			return nil, fmt.Errorf("%w ListValue %s: this feature holds JSON values; %s", store.ErrInvalid, describe(v), err.Error())
+			return nil, fmt.Errorf("%w ListValue %s: this feature holds JSON values; %s", errkind.Invalid, describe(v), err.Error())
 		}
 		raw, err := json.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w ListValue %s: not a JSON value: %v", store.ErrInvalid, describe(v), err)
+			return nil, fmt.Errorf("%w ListValue %s: not a JSON value: %v", errkind.Invalid, describe(v), err)
 		}
 		val := jsontext.Value(raw)
 		if err := val.Canonicalize(); err != nil {
-			return nil, fmt.Errorf("%w ListValue %s: not a JSON value: %v", store.ErrInvalid, describe(v), err)
+			return nil, fmt.Errorf("%w ListValue %s: not a JSON value: %v", errkind.Invalid, describe(v), err)
 		}
 		return val, nil
 	}
-	return nil, fmt.Errorf("%w value type %q", store.ErrInvalid, t)
+	return nil, fmt.Errorf("%w value type %q", errkind.Invalid, t)
 }
 
 func mismatch(t store.ValueType, v any, want string) error {
-	return fmt.Errorf("%w ListValue %s: this feature holds %s values, which must be %s", store.ErrInvalid, describe(v), t, want)
+	return fmt.Errorf("%w ListValue %s: this feature holds %s values, which must be %s", errkind.Invalid, describe(v), t, want)
 }
 
 // describe names an input value for an error message, briefly.
@@ -177,21 +178,21 @@ func encodeInt(v any) ([]byte, error) {
 			return nil, mismatch(store.Int, v, want)
 		}
 	case float64:
-		return nil, fmt.Errorf("%w ListValue %s (written with a fraction or exponent): this feature holds INT values, which must be %s", store.ErrInvalid, describe(v), noFrac)
+		return nil, fmt.Errorf("%w ListValue %s (written with a fraction or exponent): this feature holds INT values, which must be %s", errkind.Invalid, describe(v), noFrac)
 	case string:
 		n, st := parseInt(v)
 		switch {
 		case st == intRange:
 			return nil, mismatch(store.Int, v, no64)
 		case st != intOK || v == "-0":
-			return nil, fmt.Errorf("%w ListValue %s: this feature holds INT values; an integer sent as a string must be its canonical decimal digits (-?(0|[1-9][0-9]*): no \"+\", leading zeros, spaces, fraction or exponent), e.g. \"9007199254740993\"", store.ErrInvalid, describe(v))
+			return nil, fmt.Errorf("%w ListValue %s: this feature holds INT values; an integer sent as a string must be its canonical decimal digits (-?(0|[1-9][0-9]*): no \"+\", leading zeros, spaces, fraction or exponent), e.g. \"9007199254740993\"", errkind.Invalid, describe(v))
 		}
 		return strconv.AppendInt(nil, n, 10), nil
 	default:
 		return nil, mismatch(store.Int, v, want)
 	}
 	if n > MaxSafeInteger || n < -MaxSafeInteger {
-		return nil, fmt.Errorf("%w ListValue %d: this feature holds INT values; integers beyond ±9007199254740991 must be sent as strings, e.g. \"%d\", since a JavaScript number cannot hold them exactly", store.ErrInvalid, n, n)
+		return nil, fmt.Errorf("%w ListValue %d: this feature holds INT values; integers beyond ±9007199254740991 must be sent as strings, e.g. \"%d\", since a JavaScript number cannot hold them exactly", errkind.Invalid, n, n)
 	}
 	return strconv.AppendInt(nil, n, 10), nil
 }
@@ -285,7 +286,7 @@ func floatInexact(v any, text string, nearest float64) error {
 	default:
 		hint = ": the nearest it holds is " + string(appendFloat(nil, nearest))
 	}
-	return fmt.Errorf("%w ListValue %s: this feature holds FLOAT values, 64-bit floats (what JavaScript clients use), which cannot hold %s exactly%s; send a number it holds, as JavaScript writes it", store.ErrInvalid, describe(v), clip(text), hint)
+	return fmt.Errorf("%w ListValue %s: this feature holds FLOAT values, 64-bit floats (what JavaScript clients use), which cannot hold %s exactly%s; send a number it holds, as JavaScript writes it", errkind.Invalid, describe(v), clip(text), hint)
 }
 
 // CheckNumber reports whether text, a JSON number, is held exactly by a
@@ -296,10 +297,10 @@ func floatInexact(v any, text string, nearest float64) error {
 // "0.1000000000000000000001", "1e400" and "1e-400" do not: JavaScript would
 // read them as 9007199254740992, 0.1, Infinity and 0. It runs in time
 // linear in len(text), whatever the exponent. The error wraps
-// store.ErrInvalid.
+// errkind.Invalid.
 func CheckNumber(text string) error {
 	if _, st := exactFloat(text); st != numExact {
-		return fmt.Errorf("%w %s", store.ErrInvalid, numberProblem(text, st))
+		return fmt.Errorf("%w %s", errkind.Invalid, numberProblem(text, st))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 )
 
@@ -65,8 +66,8 @@ func TestEncode(t *testing.T) {
 			testAcceptances(t, []acceptance{{tc.typ, tc.in, tc.want, tc.out}})
 			continue
 		}
-		if got, err := Encode(tc.typ, tc.in); !errors.Is(err, store.ErrInvalid) {
-			t.Errorf("Encode(%s, %#v) = %q, %v; want ErrInvalid", tc.typ, tc.in, got, err)
+		if got, err := Encode(tc.typ, tc.in); !errors.Is(err, errkind.Invalid) {
+			t.Errorf("Encode(%s, %#v) = %q, %v; want errkind.Invalid", tc.typ, tc.in, got, err)
 		}
 	}
 }
@@ -129,8 +130,8 @@ func testRefusals(t *testing.T, cases []refusal) {
 	t.Helper()
 	for _, tc := range cases {
 		got, err := Encode(tc.typ, tc.in)
-		if !errors.Is(err, store.ErrInvalid) {
-			t.Errorf("Encode(%s, %#v) = %q, %v; want ErrInvalid", tc.typ, tc.in, got, err)
+		if !errors.Is(err, errkind.Invalid) {
+			t.Errorf("Encode(%s, %#v) = %q, %v; want errkind.Invalid", tc.typ, tc.in, got, err)
 			continue
 		}
 		if !strings.Contains(err.Error(), tc.says) {
@@ -210,8 +211,8 @@ func TestEncodeIntRefusals(t *testing.T) {
 // The same number is refused whether it came as a literal or a variable.
 func TestEncodeIntExponentRefusedEitherWay(t *testing.T) {
 	for _, in := range []any{float64(100), json.Number("1e2"), json.Number("100.0"), json.Number("1E+2")} {
-		if b, err := Encode(store.Int, in); !errors.Is(err, store.ErrInvalid) {
-			t.Errorf("Encode(INT, %#v) = %q, %v; want ErrInvalid", in, b, err)
+		if b, err := Encode(store.Int, in); !errors.Is(err, errkind.Invalid) {
+			t.Errorf("Encode(INT, %#v) = %q, %v; want errkind.Invalid", in, b, err)
 		}
 	}
 }
@@ -297,8 +298,8 @@ func TestCheckNumber(t *testing.T) {
 		if tc.ok != (err == nil) {
 			t.Errorf("CheckNumber(%q) = %v, want ok %v", tc.text, err, tc.ok)
 		}
-		if err != nil && !errors.Is(err, store.ErrInvalid) {
-			t.Errorf("CheckNumber(%q) = %v, want ErrInvalid", tc.text, err)
+		if err != nil && !errors.Is(err, errkind.Invalid) {
+			t.Errorf("CheckNumber(%q) = %v, want errkind.Invalid", tc.text, err)
 		}
 	}
 	const want = "invalid number 9007199254740993 cannot be held exactly by a 64-bit float (what JavaScript clients use); send it as a string"
@@ -486,7 +487,7 @@ func TestJSONDepth(t *testing.T) {
 		return v
 	}
 	for _, depth := range []int{MaxJSONDepth + 1, 100000} {
-		if _, err := Encode(store.JSON, nested(depth)); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "deeper than 64 levels") {
+		if _, err := Encode(store.JSON, nested(depth)); !errors.Is(err, errkind.Invalid) || !strings.Contains(err.Error(), "deeper than 64 levels") {
 			t.Errorf("depth %d: %v", depth, err)
 		}
 		stored := strings.Repeat("[", depth) + `"leaf"` + strings.Repeat("]", depth)

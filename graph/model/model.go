@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/values"
 )
 
@@ -37,18 +37,18 @@ func (t Time) MarshalGQL(w io.Writer) {
 func (t *Time) UnmarshalGQL(v any) error {
 	s, ok := v.(string)
 	if !ok {
-		return fmt.Errorf("%w Time: must be an RFC 3339 string such as \"2024-08-29T16:44:05.43Z\"", store.ErrInvalid)
+		return fmt.Errorf("%w Time: must be an RFC 3339 string such as \"2024-08-29T16:44:05.43Z\"", errkind.Invalid)
 	}
 	parsed, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return fmt.Errorf("%w Time %s: not an RFC 3339 date-time such as \"2024-08-29T16:44:05.43Z\"", store.ErrInvalid, strconv.Quote(s))
+		return fmt.Errorf("%w Time %s: not an RFC 3339 date-time such as \"2024-08-29T16:44:05.43Z\"", errkind.Invalid, strconv.Quote(s))
 	}
 	if fractionDigits(s) > 9 {
 		// time.Parse would drop the digits past the nanosecond.
-		return fmt.Errorf("%w Time %s: more than 9 fractional digits; a Time holds nanoseconds", store.ErrInvalid, strconv.Quote(s))
+		return fmt.Errorf("%w Time %s: more than 9 fractional digits; a Time holds nanoseconds", errkind.Invalid, strconv.Quote(s))
 	}
 	if parsed.Before(minTime) || parsed.After(maxTime) {
-		return fmt.Errorf("%w Time %s: out of range (%s to %s)", store.ErrInvalid, strconv.Quote(s), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+		return fmt.Errorf("%w Time %s: out of range (%s to %s)", errkind.Invalid, strconv.Quote(s), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
 	}
 	*t = Time(parsed.UnixNano())
 	return nil

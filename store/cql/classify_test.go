@@ -7,7 +7,7 @@ import (
 
 	"github.com/gocql/gocql"
 
-	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/errkind"
 )
 
 // The server's "not enough replicas" and timeouts are UNAVAILABLE (another
@@ -19,8 +19,8 @@ func TestServerErrorsAreUnavailable(t *testing.T) {
 	writeTimeout := &gocql.RequestErrWriteTimeout{}
 	writeTimeout.ErrorFrame.Code = gocql.ErrCodeWriteTimeout
 	for name, err := range map[string]error{"unavailable": fmt.Errorf("batch: %w", unavailable), "write timeout": writeTimeout} {
-		if got := classify("adding list items", err); !errors.Is(got, store.ErrUnavailable) {
-			t.Errorf("%s: %v is not ErrUnavailable", name, got)
+		if got := classify("adding list items", err); !errors.Is(got, errkind.Unavailable) {
+			t.Errorf("%s: %v is not errkind.Unavailable", name, got)
 		}
 		if got := errorType(err); got != map[string]string{"unavailable": "unavailable", "write timeout": "write_timeout"}[name] {
 			t.Errorf("%s: errorType %q", name, got)

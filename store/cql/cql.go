@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 )
@@ -139,13 +140,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // open is Open with a last say on the driver's settings, for tests.
 func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*Store, error) {
 	if !validKeyspace(cfg.Keyspace) {
-		return nil, fmt.Errorf("%w keyspace %q: must match [a-z][a-z0-9_]{0,47}", store.ErrInvalid, cfg.Keyspace)
+		return nil, fmt.Errorf("%w keyspace %q: must match [a-z][a-z0-9_]{0,47}", errkind.Invalid, cfg.Keyspace)
 	}
 	if cfg.RemoveStrategy != RemoveByScan && cfg.RemoveStrategy != RemoveByIndex {
-		return nil, fmt.Errorf("%w remove strategy %q: must be %q or %q", store.ErrInvalid, cfg.RemoveStrategy, RemoveByScan, RemoveByIndex)
+		return nil, fmt.Errorf("%w remove strategy %q: must be %q or %q", errkind.Invalid, cfg.RemoveStrategy, RemoveByScan, RemoveByIndex)
 	}
 	if len(cfg.Hosts) == 0 {
-		return nil, fmt.Errorf("%w CQL hosts: none given", store.ErrInvalid)
+		return nil, fmt.Errorf("%w CQL hosts: none given", errkind.Invalid)
 	}
 	cluster := gocql.NewCluster(cfg.Hosts...)
 	cluster.Timeout = cfg.Timeout
@@ -178,7 +179,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	}
 	session, err := cluster.CreateSession()
 	if err != nil {
-		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %v", store.ErrUnavailable, strings.Join(cfg.Hosts, ","), err)
+		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %v", errkind.Unavailable, strings.Join(cfg.Hosts, ","), err)
 	}
 	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace), batchType: gocql.LoggedBatch}
 	if s.now == nil {
@@ -237,7 +238,7 @@ func (quietLogger) Printf(string, ...any) {}
 func (quietLogger) Println(...any)        {}
 
 // classify wraps a driver error with the store's error kind. Timeouts,
-// unavailable replicas and lost connections are ErrUnavailable: the caller
+// unavailable replicas and lost connections are errkind.Unavailable: the caller
 // may retry. Anything else is a fault of the store and keeps its cause.
 // serverErrorCode is the protocol error code of an error the server sent.
 // scylladb/gocql's typed errors (*RequestErrUnavailable,
@@ -265,7 +266,7 @@ func classify(op string, err error) error {
 		case gocql.ErrCodeServer, gocql.ErrCodeUnavailable, gocql.ErrCodeOverloaded, gocql.ErrCodeBootstrapping,
 			gocql.ErrCodeWriteTimeout, gocql.ErrCodeReadTimeout, gocql.ErrCodeReadFailure,
 			gocql.ErrCodeWriteFailure, gocql.ErrCodeCASWriteUnknown, gocql.ErrCodeTruncate:
-			return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)
+			return fmt.Errorf("%s: %w: %v", op, errkind.Unavailable, err)
 		}
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -274,11 +275,11 @@ func classify(op string, err error) error {
 		gocql.ErrSessionClosed, gocql.ErrHostDown, gocql.ErrNoStreams, gocql.ErrNoPool, gocql.ErrNoConnectionsInPool,
 		gocql.ErrNoConnectionsStarted, context.DeadlineExceeded} {
 		if errors.Is(err, transient) {
-			return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)
+			return fmt.Errorf("%s: %w: %v", op, errkind.Unavailable, err)
 		}
 	}
 	if errors.As(err, &netErr) {
-		return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %v", op, errkind.Unavailable, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 )
@@ -47,7 +48,7 @@ func (s *Store) CreateFeature(ctx context.Context, f store.Feature) (store.Featu
 		return store.Feature{}, classify("re-creating feature "+f.Key(), err)
 	}
 	if !applied {
-		return store.Feature{}, fmt.Errorf("feature %s: %w: it was changed concurrently; try again", f.Key(), store.ErrConflict)
+		return store.Feature{}, fmt.Errorf("feature %s: %w: it was changed concurrently; try again", f.Key(), errkind.Conflict)
 	}
 	return f, nil
 }

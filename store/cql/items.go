@@ -8,6 +8,7 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 )
@@ -148,7 +149,7 @@ func (s *Store) ItemTTL(ctx context.Context, l store.List, itemKey string) (time
 	err := s.session.Query(s.stmt.selectTTL, l.Feature.Key(), l.EntityID, itemKey).WithContext(ctx).
 		Consistency(s.cfg.ReadConsistency).Scan(&ttl)
 	if err == gocql.ErrNotFound {
-		return 0, fmt.Errorf("item %s: %w", itemKey, store.ErrNotFound)
+		return 0, fmt.Errorf("item %s: %w", itemKey, errkind.NotFound)
 	}
 	if err != nil {
 		return 0, classify("reading an item's TTL", err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gocql/gocql"
 
-	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store/keys"
 )
 
@@ -36,10 +36,10 @@ func DefaultSchema() Schema {
 func (s *Store) Migrate(ctx context.Context, sc Schema) error {
 	repl := strings.TrimSpace(sc.Replication)
 	if !strings.HasPrefix(repl, "{") || !strings.HasSuffix(repl, "}") || strings.ContainsAny(repl, ";") {
-		return fmt.Errorf("%w replication %q: must be a CQL map such as {'class': 'NetworkTopologyStrategy', 'dc1': 3}", store.ErrInvalid, sc.Replication)
+		return fmt.Errorf("%w replication %q: must be a CQL map such as {'class': 'NetworkTopologyStrategy', 'dc1': 3}", errkind.Invalid, sc.Replication)
 	}
 	if sc.DefaultTTL < time.Second || sc.DefaultTTL > keys.MaxTTL {
-		return fmt.Errorf("%w default TTL %v: must be from 1s to 20 years", store.ErrInvalid, sc.DefaultTTL)
+		return fmt.Errorf("%w default TTL %v: must be from 1s to 20 years", errkind.Invalid, sc.DefaultTTL)
 	}
 	ks := s.cfg.Keyspace
 	ddl := []string{

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 )
@@ -260,7 +261,7 @@ func (s *Store) RemoveAll(_ context.Context, l store.List) error {
 func (s *Store) ItemTTL(_ context.Context, l store.List, itemKey string) (time.Duration, error) {
 	v, closer, err := s.db.Get(append(partition(l), itemKey...))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, fmt.Errorf("item %s: %w", itemKey, store.ErrNotFound)
+		return 0, fmt.Errorf("item %s: %w", itemKey, errkind.NotFound)
 	}
 	if err != nil {
 		return 0, err
@@ -268,7 +269,7 @@ func (s *Store) ItemTTL(_ context.Context, l store.List, itemKey string) (time.D
 	defer closer.Close()
 	left := expiryOf(v) - s.now().Unix()
 	if left <= 0 {
-		return 0, fmt.Errorf("item %s: %w", itemKey, store.ErrNotFound)
+		return 0, fmt.Errorf("item %s: %w", itemKey, errkind.NotFound)
 	}
 	return time.Duration(left) * time.Second, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/listgate/listgate/errkind"
 )
 
 // Keys sort like their timestamps, whatever the values.
@@ -63,8 +65,8 @@ func FuzzValidate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, err := range []error{ValidateName("name", s), ValidateVersion(s), ValidateEntityID(s)} {
-			if err != nil && !errors.Is(err, ErrInvalid) {
-				t.Fatalf("error %v is not ErrInvalid", err)
+			if err != nil && !errors.Is(err, errkind.Invalid) {
+				t.Fatalf("error %v is not errkind.Invalid", err)
 			}
 		}
 		if ValidateName("name", s) == nil && bytes.ContainsAny([]byte(s), "#|\x00 ") {
@@ -93,8 +95,8 @@ func FuzzItemTTL(f *testing.F) {
 		ttl := time.Duration(ttlSecs) * time.Second
 		secs, live, err := ItemTTL(ts, ttl, now, ExpiryCap2106)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("error %v is not ErrInvalid", err)
+			if !errors.Is(err, errkind.Invalid) {
+				t.Fatalf("error %v is not errkind.Invalid", err)
 			}
 			return
 		}

@@ -8,20 +8,17 @@ package keys
 import (
 	"crypto/md5"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/listgate/listgate/errkind"
 )
 
-// ErrInvalid marks every error caused by input that can never succeed as
-// given. Callers test for it with errors.Is.
-var ErrInvalid = errors.New("invalid")
-
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w %s", ErrInvalid, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w %s", errkind.Invalid, fmt.Sprintf(format, args...))
 }
 
 const (

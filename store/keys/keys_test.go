@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/listgate/listgate/errkind"
 )
 
 func TestItemKeyFormat(t *testing.T) {
@@ -63,8 +65,8 @@ func TestParseItemKey(t *testing.T) {
 		"17249498454300000x0" + good[19:],
 		good[:20] + "!!!!!!!!!!!!!!!!!!!!!!!!",
 	} {
-		if _, err := ParseItemKey(bad); !errors.Is(err, ErrInvalid) {
-			t.Errorf("ParseItemKey(%q) = %v, want ErrInvalid", bad, err)
+		if _, err := ParseItemKey(bad); !errors.Is(err, errkind.Invalid) {
+			t.Errorf("ParseItemKey(%q) = %v, want errkind.Invalid", bad, err)
 		}
 	}
 }
@@ -80,16 +82,16 @@ func TestValidateIdentifiers(t *testing.T) {
 		{"a", nil},
 		{"a9_", nil},
 		{strings.Repeat("a", 64), nil},
-		{"", ErrInvalid},
-		{long, ErrInvalid},
-		{"User", ErrInvalid},
-		{"9user", ErrInvalid},
-		{"_user", ErrInvalid},
-		{"us#er", ErrInvalid},
-		{"us|er", ErrInvalid},
-		{"us er", ErrInvalid},
-		{"usér", ErrInvalid},
-		{"user\n", ErrInvalid},
+		{"", errkind.Invalid},
+		{long, errkind.Invalid},
+		{"User", errkind.Invalid},
+		{"9user", errkind.Invalid},
+		{"_user", errkind.Invalid},
+		{"us#er", errkind.Invalid},
+		{"us|er", errkind.Invalid},
+		{"us er", errkind.Invalid},
+		{"usér", errkind.Invalid},
+		{"user\n", errkind.Invalid},
 	} {
 		if err := ValidateName("entity type", tc.name); !errors.Is(err, tc.err) {
 			t.Errorf("ValidateName(%q) = %v, want %v", tc.name, err, tc.err)
@@ -103,12 +105,12 @@ func TestValidateIdentifiers(t *testing.T) {
 		{"v2", nil},
 		{"2025/03/11", nil},
 		{strings.Repeat("x", 64), nil},
-		{strings.Repeat("x", 65), ErrInvalid},
-		{"a#b", ErrInvalid},
-		{"a|b", ErrInvalid},
-		{"a b", ErrInvalid},
-		{"a\tb", ErrInvalid},
-		{"é", ErrInvalid},
+		{strings.Repeat("x", 65), errkind.Invalid},
+		{"a#b", errkind.Invalid},
+		{"a|b", errkind.Invalid},
+		{"a b", errkind.Invalid},
+		{"a\tb", errkind.Invalid},
+		{"é", errkind.Invalid},
 	} {
 		if err := ValidateVersion(tc.version); !errors.Is(err, tc.err) {
 			t.Errorf("ValidateVersion(%q) = %v, want %v", tc.version, err, tc.err)
@@ -123,13 +125,13 @@ func TestValidateIdentifiers(t *testing.T) {
 		{"user:with#all|sorts of/chars", nil},
 		{"ユーザー", nil},
 		{strings.Repeat("x", 256), nil},
-		{"", ErrInvalid},
-		{strings.Repeat("x", 257), ErrInvalid},
-		{"a\x00b", ErrInvalid},
-		{"a\nb", ErrInvalid},
-		{"a\x7fb", ErrInvalid},
-		{"a\u0085b", ErrInvalid},
-		{"a\xffb", ErrInvalid},
+		{"", errkind.Invalid},
+		{strings.Repeat("x", 257), errkind.Invalid},
+		{"a\x00b", errkind.Invalid},
+		{"a\nb", errkind.Invalid},
+		{"a\x7fb", errkind.Invalid},
+		{"a\u0085b", errkind.Invalid},
+		{"a\xffb", errkind.Invalid},
 	} {
 		if err := ValidateEntityID(tc.id); !errors.Is(err, tc.err) {
 			t.Errorf("ValidateEntityID(%q) = %v, want %v", tc.id, err, tc.err)
@@ -168,8 +170,8 @@ func TestItemTTL(t *testing.T) {
 			if (err != nil) != tc.err {
 				t.Fatalf("err = %v, want error %v", err, tc.err)
 			}
-			if err != nil && !errors.Is(err, ErrInvalid) {
-				t.Fatalf("err = %v, want ErrInvalid", err)
+			if err != nil && !errors.Is(err, errkind.Invalid) {
+				t.Fatalf("err = %v, want errkind.Invalid", err)
 			}
 			if got != tc.want || live != tc.live {
 				t.Fatalf("ItemTTL = %d, %v; want %d, %v", got, live, tc.want, tc.live)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 )
@@ -137,7 +138,7 @@ func equal(t *testing.T, what string, got, want any) {
 
 func isInvalid(t *testing.T, what string, err error) {
 	t.Helper()
-	if !errors.Is(err, store.ErrInvalid) {
+	if !errors.Is(err, errkind.Invalid) {
 		t.Fatalf("%s: err = %v, want ErrInvalid", what, err)
 	}
 	if strings.TrimSpace(err.Error()) == "" {
@@ -314,7 +315,7 @@ func testShortLivedItem(t *testing.T, h *harness) {
 	time.Sleep(2200 * time.Millisecond)
 	equal(t, "values after 2.2s", h.values(l), []string{})
 	if r, ok := h.s.(TTLReader); ok {
-		if _, err := r.ItemTTL(h.ctx, l, keys.ItemKey(now.Add(-1600*time.Millisecond).UnixNano(), []byte("short"))); !errors.Is(err, store.ErrNotFound) {
+		if _, err := r.ItemTTL(h.ctx, l, keys.ItemKey(now.Add(-1600*time.Millisecond).UnixNano(), []byte("short"))); !errors.Is(err, errkind.NotFound) {
 			t.Fatalf("expired item's TTL: err = %v, want ErrNotFound", err)
 		}
 	}
@@ -497,7 +498,7 @@ func testFeatures(t *testing.T, h *harness) {
 		t.Fatalf("createdAt %v", created.CreatedAt)
 	}
 	_, err = h.s.CreateFeature(h.ctx, f)
-	if !errors.Is(err, store.ErrConflict) {
+	if !errors.Is(err, errkind.Conflict) {
 		t.Fatalf("second create: err = %v, want ErrConflict", err)
 	}
 	v2 := f
@@ -556,7 +557,7 @@ func testRecreate(t *testing.T, h *harness) {
 		t.Fatalf("DeleteFeature = %v, %v", ok, err)
 	}
 	_, err := h.s.CreateFeature(h.ctx, *f)
-	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "after") {
+	if !errors.Is(err, errkind.Conflict) || !strings.Contains(err.Error(), "after") {
 		t.Fatalf("re-create while items live: err = %v, want ErrConflict naming when it becomes possible", err)
 	}
 	// Another version is free at once.

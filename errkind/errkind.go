@@ -1,0 +1,25 @@
+// Package errkind names the kinds of error every layer of listgate raises.
+// An error wraps at most one kind, with fmt.Errorf("%w …"); the GraphQL
+// error presenter alone maps a kind to the code a client sees. The kinds
+// know nothing of GraphQL or HTTP.
+package errkind
+
+import "errors"
+
+var (
+	// Invalid: the input can never succeed as given. Nothing was written.
+	Invalid = errors.New("invalid")
+	// NotFound: what the input names does not exist.
+	NotFound = errors.New("not found")
+	// Conflict: the feature exists, or cannot be re-created yet.
+	Conflict = errors.New("conflict")
+	// Unavailable: the database could not answer in time; the call may be
+	// retried.
+	Unavailable = errors.New("unavailable")
+	// Timeout: the request's deadline passed before it could answer.
+	Timeout = errors.New("timeout")
+	// Unauthenticated: no credentials, or credentials that are not valid.
+	Unauthenticated = errors.New("unauthenticated")
+	// Forbidden: the caller may not do what it asked.
+	Forbidden = errors.New("forbidden")
+)
