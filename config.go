@@ -16,6 +16,7 @@ import (
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
 )
@@ -46,7 +47,7 @@ type config struct {
 	Migrate             bool
 	CQLReplication      string
 	FeatureRefresh      time.Duration
-	Loader              graph.LoaderConfig
+	Loader              lists.LoaderConfig
 	Limits              graph.Limits
 	Introspection       bool
 	Playground          bool
@@ -116,9 +117,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.BoolVar(&c.Migrate, "migrate", false, "create the keyspace, tables and indexes that are missing, then serve")
 	fs.StringVar(&c.CQLReplication, "cql-replication", cql.DefaultSchema().Replication, "keyspace replication map used by --migrate")
 	fs.DurationVar(&c.FeatureRefresh, "feature-refresh", 10*time.Second, "how often the feature catalog is reloaded")
-	fs.DurationVar(&c.Loader.Wait, "loader-wait", graph.DefaultLoaderConfig.Wait, "how long the list loader gathers keys before a batch runs")
-	fs.IntVar(&c.Loader.MaxBatch, "loader-max-batch", graph.DefaultLoaderConfig.MaxBatch, "keys that make the list loader run a batch at once")
-	fs.IntVar(&c.Loader.Concurrency, "loader-concurrency", graph.DefaultLoaderConfig.Concurrency, "queries one loader batch runs at once")
+	fs.DurationVar(&c.Loader.Wait, "loader-wait", lists.DefaultLoaderConfig.Wait, "how long the list loader gathers keys before a batch runs")
+	fs.IntVar(&c.Loader.MaxBatch, "loader-max-batch", lists.DefaultLoaderConfig.MaxBatch, "keys that make the list loader run a batch at once")
+	fs.IntVar(&c.Loader.Concurrency, "loader-concurrency", lists.DefaultLoaderConfig.Concurrency, "queries one loader batch runs at once")
 	fs.IntVar(&c.Limits.MaxListLimit, "max-list-limit", graph.DefaultLimits.MaxListLimit, "largest limit of one list")
 	fs.IntVar(&c.Limits.MaxEntities, "max-entities", graph.DefaultLimits.MaxEntities, "most entity ids in one entities query")
 	fs.IntVar(&c.Limits.MaxDepth, "max-depth", graph.DefaultLimits.MaxDepth, "deepest nesting of fields in one operation")

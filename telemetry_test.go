@@ -215,12 +215,13 @@ func checkMetrics(t *testing.T, base string) {
 // A client that goes away is counted as canceled, not as the gateway being
 // unavailable.
 func TestCanceledRequestIsCountedAsCanceled(t *testing.T) {
+	// Two pages, so that they go through the loader, which waits.
 	base := start(t, "--data-dir", t.TempDir(), "--loader-wait", "1500ms")
 	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/graphql",
-		strings.NewReader(`{"query": "query Slow { entity(type: \"user\", entityId: \"u1\") { list(feature: \"f\") { items { value } } } }"}`))
+		strings.NewReader(`{"query": "query Slow { entity(type: \"user\", entityId: \"u1\") { a: list(feature: \"f\") { items { value } } b: list(feature: \"f\", limit: 1) { hasMore } } }"}`))
 	req.Header.Set("Content-Type", "application/json")
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()

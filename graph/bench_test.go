@@ -17,6 +17,7 @@ import (
 
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 )
 
@@ -48,7 +49,7 @@ func benchGateway(b *testing.B, n int) http.Handler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := graph.NewHandler(graph.Config{Store: s, Catalog: catalog, Loader: graph.DefaultLoaderConfig, Limits: graph.DefaultLimits, Log: log})
+	h, err := graph.NewHandler(graph.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: graph.DefaultLimits, Log: log})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/graph/exec"
 	"github.com/listgate/listgate/graph/model"
+	"github.com/listgate/listgate/lists"
 )
 
 // complexityLimit refuses an operation whose complexity passes max before
@@ -99,6 +100,9 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	w.root(oc.Operation.SelectionSet)
 	if w.budget < 0 {
 		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: complexity more than the %d allowed (--max-complexity): ask for fewer items, lists or fields", errkind.Invalid, c.max))
+	}
+	if readsOnePage(oc) {
+		lists.SingleRead(ctx)
 	}
 	req := requestFrom(ctx)
 	if req == nil || c.inFlight == nil {
@@ -251,4 +255,30 @@ func listComplexity(maxLimit, maxEntities int) exec.ComplexityRoot {
 	c.Query.Entities = func(child int, _ string, ids []string) int { return 1 + child*min(max(1, len(ids)), maxEntities) }
 	c.Mutation.AddListItems = func(child int, _ model.ListRefInput, items []model.ListItemInput) int { return 1 + child + len(items) }
 	return c
+}
+
+// readsOnePage reports whether an operation reads at most one page of a
+// list: a query whose one root field is listItems, or entity with one list
+// field.
+func readsOnePage(oc *graphql.OperationContext) bool {
+	if oc.Operation.Operation != ast.Query {
+		return false
+	}
+	root := graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Query"})
+	if len(root) != 1 {
+		return false
+	}
+	switch root[0].Name {
+	case "listItems":
+		return true
+	case "entity":
+		pages := 0
+		for _, f := range graphql.CollectFields(oc, root[0].Selections, []string{"Entity"}) {
+			if f.Name == "list" {
+				pages++
+			}
+		}
+		return pages <= 1
+	}
+	return false
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 )
 
@@ -58,7 +59,7 @@ func FuzzRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := graph.NewHandler(graph.Config{Store: counted, Catalog: catalog, Loader: graph.DefaultLoaderConfig, Limits: graph.DefaultLimits, Introspection: true, Log: log})
+	h, err := graph.NewHandler(graph.Config{Store: counted, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: graph.DefaultLimits, Introspection: true, Log: log})
 	if err != nil {
 		f.Fatal(err)
 	}

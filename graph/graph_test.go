@@ -20,6 +20,7 @@ import (
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
 )
@@ -64,7 +65,7 @@ func newGateway(t *testing.T, s store.Store, cfgs ...func(*graph.Config)) *gatew
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := graph.Config{Store: s, Catalog: catalog, Loader: graph.DefaultLoaderConfig, Limits: graph.DefaultLimits, Introspection: true, Log: log}
+	cfg := graph.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: graph.DefaultLimits, Introspection: true, Log: log}
 	for _, f := range cfgs {
 		f(&cfg)
 	}

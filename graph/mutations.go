@@ -6,7 +6,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 
-	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/lists"
 )
 
 // checkMutationsFirst makes a mutation operation all or nothing as to its
@@ -31,7 +31,7 @@ func (checkMutationsFirst) InterceptOperation(ctx context.Context, next graphql.
 	if oc.Operation == nil || oc.Operation.Operation != ast.Mutation || writingFields(oc) < 2 {
 		return next(ctx)
 	}
-	checkCtx := context.WithValue(ctx, checkKey{}, &mutationCheck{created: map[string]*store.Feature{}})
+	checkCtx := lists.CheckOnly(ctx)
 	if resp := next(checkCtx)(checkCtx); resp == nil || len(resp.Errors) > 0 {
 		if resp == nil { // the client went away
 			return func(context.Context) *graphql.Response { return nil }
@@ -51,19 +51,3 @@ func writingFields(oc *graphql.OperationContext) int {
 	}
 	return n
 }
-
-// mutationCheck is the state of a check run: the features that its fields
-// would create, so that a later field may use one.
-type mutationCheck struct {
-	created map[string]*store.Feature // by feature key
-}
-
-type checkKey struct{}
-
-func checkFrom(ctx context.Context) *mutationCheck {
-	c, _ := ctx.Value(checkKey{}).(*mutationCheck)
-	return c
-}
-
-// checking reports whether resolvers only check their input.
-func checking(ctx context.Context) bool { return checkFrom(ctx) != nil }

@@ -1,6 +1,8 @@
-// Package graph is the GraphQL gateway: thin resolvers over the feature
-// catalog and the list store, per-request dataloaders, and the error
-// presenter. The executable schema is generated into graph/exec.
+// Package graph is the GraphQL edge of the gateway: the HTTP endpoint and
+// its transports, authorization and the limits on what a request may ask,
+// resolvers that hand each field to the lists service in one call, request
+// telemetry, and the error presenter. The executable schema is generated
+// into graph/exec.
 package graph
 
 import (
@@ -10,8 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -25,6 +25,7 @@ import (
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph/exec"
+	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 )
 
@@ -61,7 +62,7 @@ type Config struct {
 	Store         store.Store
 	Catalog       *features.Catalog
 	Auth          *auth.Authenticator
-	Loader        LoaderConfig
+	Loader        lists.LoaderConfig
 	Limits        Limits
 	Introspection bool
 	Log           *slog.Logger
@@ -74,14 +75,11 @@ type Config struct {
 
 // Resolver is the root resolver.
 type Resolver struct {
-	store   store.Store
-	catalog *features.Catalog
-	limits  Limits
-	now     func() time.Time
+	lists *lists.Service
 }
 
 // NewHandler returns the GraphQL endpoint: POST and GET, with a parsed-query
-// cache, automatic persisted queries, per-request loaders, and a span,
+// cache, automatic persisted queries, per-request loaders (package lists), and a span,
 // metrics and a log line for every request.
 func NewHandler(cfg Config) (http.Handler, error) {
 	return newHandler(cfg, post{})
@@ -106,12 +104,20 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 		return nil, err
 	}
 	onPanic := recoverPanic(cfg.Log, requests.panics)
-	loader, err := newListLoader(cfg.Store, cfg.Loader, tracer, meter, onPanic)
+	var loaderTracer trace.Tracer
+	_, tracingOff := cfg.TracerProvider.(tracenoop.TracerProvider)
+	if !tracingOff {
+		loaderTracer = tracer // a span per batch: its keys are formatted only then
+	}
+	svc, err := lists.New(lists.Config{
+		Tracer: loaderTracer,
+		Store:  cfg.Store, Catalog: cfg.Catalog, Loader: cfg.Loader, Now: cfg.Now, Meter: meter, OnPanic: onPanic,
+		Limits: lists.Limits{MaxListLimit: cfg.Limits.MaxListLimit, MaxEntities: cfg.Limits.MaxEntities, MaxResponseBytes: cfg.Limits.MaxResponseBytes},
+	})
 	if err != nil {
 		return nil, err
 	}
-	loader.maxResponseBytes = cfg.Limits.MaxResponseBytes
-	r := &Resolver{store: cfg.Store, catalog: cfg.Catalog, limits: cfg.Limits, now: cfg.Now}
+	r := &Resolver{lists: svc}
 	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r, Complexity: listComplexity(cfg.Limits.MaxListLimit, cfg.Limits.MaxEntities)}))
 	srv.AddTransport(get{})
 	srv.AddTransport(postTransport)
@@ -131,7 +137,7 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	srv.Use(&complexityLimit{max: cfg.Limits.MaxComplexity, inFlight: newCostBudget(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity)))})
 	srv.Use(checkMutationsFirst{})
 	srv.Use(operationTracing{tracer})
-	if _, off := cfg.TracerProvider.(tracenoop.TracerProvider); !off {
+	if !tracingOff {
 		// Every field of every item passes this interceptor; add it only
 		// when spans are recorded.
 		srv.Use(resolverTracing{tracer})
@@ -143,7 +149,7 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 			return nil, err
 		}
 	}
-	return &endpoint{gql: srv, loader: loader, requests: requests, auth: cfg.Auth, limits: cfg.Limits,
+	return &endpoint{gql: srv, requests: requests, auth: cfg.Auth, limits: cfg.Limits,
 		inFlight: make(chan struct{}, cfg.Limits.MaxInFlight)}, nil
 }
 
@@ -151,7 +157,6 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 // deadline, then counts, times and logs it.
 type endpoint struct {
 	gql      http.Handler
-	loader   *listLoader
 	requests *requestObserver
 	auth     *auth.Authenticator
 	limits   Limits
@@ -159,19 +164,13 @@ type endpoint struct {
 }
 
 // request is what one GraphQL request carries in its context: its caller,
-// what it learns about itself (for its log line and metrics), and its
-// loaders.
+// and what it learns about itself (for its log line and metrics). The
+// lists service keeps its own per-request state (loader, byte budget).
 type request struct {
 	principal *auth.Principal
 	info      requestInfo
-	loaders   loaders
-	// responseBytes counts the bytes of list items the response carries,
-	// up to Limits.MaxResponseBytes.
-	responseBytes atomic.Int64
 	// release returns the operation's share of the complexity budget.
 	release func()
-	// directReads makes the request's direct list reads one at a time.
-	directReads sync.Mutex
 }
 
 func principalFrom(ctx context.Context) *auth.Principal {
@@ -190,8 +189,8 @@ func requestFrom(ctx context.Context) *request {
 
 func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	req := &request{loaders: loaders{ll: e.loader}}
-	ctx := context.WithValue(r.Context(), requestKey{}, req)
+	req := &request{}
+	ctx := lists.WithRequest(context.WithValue(r.Context(), requestKey{}, req))
 	defer func() {
 		if req.release != nil {
 			req.release()
@@ -242,4 +241,14 @@ func writeRequestError(w http.ResponseWriter, status int, code, message string) 
 	w.WriteHeader(status)
 	b, _ := json.Marshal(map[string]any{"errors": []map[string]any{{"message": message, "extensions": map[string]string{"code": code}}}})
 	w.Write(b)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

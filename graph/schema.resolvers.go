@@ -7,53 +7,42 @@ package graph
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
-	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/graph/exec"
 	"github.com/listgate/listgate/graph/model"
-	"github.com/listgate/listgate/store/keys"
 	"github.com/listgate/listgate/values"
 )
 
 // List is the resolver for the list field.
 func (r *entityResolver) List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (*model.ListPage, error) {
-	return r.page(ctx, obj.Type, obj.EntityID, feature, deref(version), minTimestamp, limit, after, true)
+	p, err := r.lists.Page(ctx, model.PageQuery(obj.Type, obj.EntityID, feature, version, minTimestamp, limit, after))
+	if err != nil {
+		return nil, err
+	}
+	return model.ListPageOf(p), nil
 }
 
 // CreateListFeature is the resolver for the createListFeature field.
 func (r *mutationResolver) CreateListFeature(ctx context.Context, input model.CreateListFeatureInput) (*model.ListFeature, error) {
-	f, err := r.newFeature(ctx, input)
-	if err != nil || checking(ctx) {
-		return nil, err
-	}
-	created, err := r.catalog.Create(ctx, f)
+	f, err := r.lists.CreateFeature(ctx, input.Feature())
 	if err != nil {
 		return nil, err
 	}
-	return listFeature(&created), nil
+	return model.ListFeatureOf(&f), nil
 }
 
 // CreateListFeatureVersion is the resolver for the createListFeatureVersion field.
 func (r *mutationResolver) CreateListFeatureVersion(ctx context.Context, entityType string, name string, version string, ttlSeconds *int32, description *string) (*model.ListFeature, error) {
-	ttl := ttlOf(ttlSeconds)
-	if checking(ctx) {
-		return nil, r.checkVersion(ctx, entityType, name, version, ttl, description)
-	}
-	created, err := r.catalog.CreateVersion(ctx, entityType, name, version, ttl, description)
+	f, err := r.lists.CreateVersion(ctx, entityType, name, version, model.TTL(ttlSeconds), description)
 	if err != nil {
 		return nil, err
 	}
-	return listFeature(&created), nil
+	return model.ListFeatureOf(&f), nil
 }
 
 // DeleteListFeature is the resolver for the deleteListFeature field.
 func (r *mutationResolver) DeleteListFeature(ctx context.Context, entityType string, name string) (*int32, error) {
-	if err := keys.ValidateFeature(entityType, name, ""); err != nil || checking(ctx) {
-		return nil, err
-	}
-	n, err := r.catalog.Delete(ctx, entityType, name)
+	n, err := r.lists.DeleteFeature(ctx, entityType, name)
 	if err != nil {
 		return nil, err
 	}
@@ -62,10 +51,7 @@ func (r *mutationResolver) DeleteListFeature(ctx context.Context, entityType str
 
 // DeleteListFeatureVersion is the resolver for the deleteListFeatureVersion field.
 func (r *mutationResolver) DeleteListFeatureVersion(ctx context.Context, entityType string, name string, version string) (*bool, error) {
-	if err := keys.ValidateFeature(entityType, name, version); err != nil || checking(ctx) {
-		return nil, err
-	}
-	ok, err := r.catalog.DeleteVersion(ctx, entityType, name, version)
+	ok, err := r.lists.DeleteVersion(ctx, entityType, name, version)
 	if err != nil {
 		return nil, err
 	}
@@ -74,11 +60,7 @@ func (r *mutationResolver) DeleteListFeatureVersion(ctx context.Context, entityT
 
 // AddListItems is the resolver for the addListItems field.
 func (r *mutationResolver) AddListItems(ctx context.Context, list model.ListRefInput, items []model.ListItemInput) (*model.AddListItemsPayload, error) {
-	l, add, err := r.addition(ctx, list, items)
-	if err != nil || checking(ctx) {
-		return nil, err
-	}
-	res, err := r.store.AddItems(ctx, l, add)
+	res, err := r.lists.Add(ctx, list.Ref(), model.NewItems(items))
 	if err != nil {
 		return nil, err
 	}
@@ -87,15 +69,7 @@ func (r *mutationResolver) AddListItems(ctx context.Context, list model.ListRefI
 
 // RemoveListItemsWithValue is the resolver for the removeListItemsWithValue field.
 func (r *mutationResolver) RemoveListItemsWithValue(ctx context.Context, list model.ListRefInput, value values.Value) (*model.RemoveListItemsPayload, error) {
-	l, err := r.list(ctx, list)
-	if err != nil {
-		return nil, err
-	}
-	v, err := values.Encode(l.Feature.ValueType, value.Raw)
-	if err != nil || checking(ctx) {
-		return nil, err
-	}
-	n, err := r.store.RemoveValue(ctx, l, v)
+	n, err := r.lists.RemoveValue(ctx, list.Ref(), value)
 	if err != nil {
 		return nil, err
 	}
@@ -104,11 +78,7 @@ func (r *mutationResolver) RemoveListItemsWithValue(ctx context.Context, list mo
 
 // RemoveAllListItems is the resolver for the removeAllListItems field.
 func (r *mutationResolver) RemoveAllListItems(ctx context.Context, list model.ListRefInput) (*bool, error) {
-	l, err := r.list(ctx, list)
-	if err != nil || checking(ctx) {
-		return nil, err
-	}
-	if err := r.store.RemoveAll(ctx, l); err != nil {
+	if err := r.lists.RemoveAll(ctx, list.Ref()); err != nil {
 		return nil, err
 	}
 	return ptr(true), nil
@@ -116,40 +86,25 @@ func (r *mutationResolver) RemoveAllListItems(ctx context.Context, list model.Li
 
 // ListFeatures is the resolver for the listFeatures field.
 func (r *queryResolver) ListFeatures(ctx context.Context, entityType *string) ([]model.ListFeature, error) {
-	if entityType != nil {
-		if err := keys.ValidateName("entity type", *entityType); err != nil {
-			return nil, err
-		}
-	}
-	fs, err := r.catalog.Features(ctx, deref(entityType))
+	fs, err := r.lists.Features(ctx, deref(entityType))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]model.ListFeature, len(fs))
-	for i, f := range fs {
-		out[i] = *listFeature(f)
-	}
-	return out, nil
+	return model.ListFeaturesOf(fs), nil
 }
 
 // ListFeature is the resolver for the listFeature field.
 func (r *queryResolver) ListFeature(ctx context.Context, entityType string, name string, version *string) (*model.ListFeature, error) {
-	f, err := r.catalog.Feature(ctx, entityType, name, deref(version))
-	if errors.Is(err, errkind.NotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	f, err := r.lists.Feature(ctx, entityType, name, deref(version))
+	if err != nil || f == nil {
 		return nil, err
 	}
-	return listFeature(f), nil
+	return model.ListFeatureOf(f), nil
 }
 
 // Entity is the resolver for the entity field.
 func (r *queryResolver) Entity(ctx context.Context, typeArg string, entityID string) (model.Entity, error) {
-	if err := keys.ValidateName("entity type", typeArg); err != nil {
-		return model.Entity{}, err
-	}
-	if err := keys.ValidateEntityID(entityID); err != nil {
+	if err := r.lists.CheckEntity(typeArg, entityID); err != nil {
 		return model.Entity{}, err
 	}
 	return model.Entity{Type: typeArg, EntityID: entityID}, nil
@@ -157,29 +112,19 @@ func (r *queryResolver) Entity(ctx context.Context, typeArg string, entityID str
 
 // Entities is the resolver for the entities field.
 func (r *queryResolver) Entities(ctx context.Context, typeArg string, entityIds []string) ([]model.Entity, error) {
-	if err := keys.ValidateName("entity type", typeArg); err != nil {
+	if err := r.lists.CheckEntities(typeArg, entityIds); err != nil {
 		return nil, err
 	}
-	if len(entityIds) > r.limits.MaxEntities {
-		return nil, fmt.Errorf("%w entityIds: %d ids, more than the %d one request may ask for", errkind.Invalid, len(entityIds), r.limits.MaxEntities)
-	}
-	out := make([]model.Entity, len(entityIds))
-	for i, id := range entityIds {
-		if err := keys.ValidateEntityID(id); err != nil {
-			return nil, fmt.Errorf("entityIds[%d]: %w", i, err)
-		}
-		out[i] = model.Entity{Type: typeArg, EntityID: id}
-	}
-	return out, nil
+	return model.EntitiesOf(typeArg, entityIds), nil
 }
 
 // ListItems is the resolver for the listItems field.
 func (r *queryResolver) ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (model.ListPage, error) {
-	p, err := r.page(ctx, entityType, entityID, feature, deref(version), minTimestamp, limit, after, false)
+	p, err := r.lists.Page(ctx, model.PageQuery(entityType, entityID, feature, version, minTimestamp, limit, after))
 	if err != nil {
 		return model.ListPage{}, err
 	}
-	return *p, nil
+	return *model.ListPageOf(p), nil
 }
 
 // Entity returns exec.EntityResolver implementation.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph/exec"
+	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/embedded"
 )
@@ -46,7 +47,7 @@ func TestPostTransportMatchesGqlgen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Store: s, Catalog: catalog, Loader: DefaultLoaderConfig, Limits: DefaultLimits, Introspection: true, Log: log}
+	cfg := Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: DefaultLimits, Introspection: true, Log: log}
 	ours, err := newHandler(cfg, post{})
 	if err != nil {
 		t.Fatal(err)

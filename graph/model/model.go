@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/lists"
+	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/values"
 )
 
@@ -93,3 +95,107 @@ type Entity struct {
 
 // ID is the entity's global id, "$type:$entityId".
 func (e Entity) ID() string { return e.Type + ":" + e.EntityID }
+
+// What the resolvers hand to the lists service, and what they make of its
+// answers.
+
+// Ref is the list a reference names.
+func (r ListRefInput) Ref() lists.Ref {
+	return lists.Ref{EntityType: r.EntityType, EntityID: r.EntityID, Feature: r.Feature, Version: deref(r.Version)}
+}
+
+// NewItems are the items to add.
+func NewItems(in []ListItemInput) []lists.NewItem {
+	out := make([]lists.NewItem, len(in))
+	for i, it := range in {
+		out[i] = lists.NewItem{Value: it.Value, Timestamp: (*int64)(it.Timestamp)}
+	}
+	return out
+}
+
+// PageQuery asks for a page of an entity's list.
+func PageQuery(entityType, entityID, feature string, version *string, minTimestamp *Time, limit *int32, after *string) lists.PageQuery {
+	q := lists.PageQuery{
+		Ref:          lists.Ref{EntityType: entityType, EntityID: entityID, Feature: feature, Version: deref(version)},
+		MinTimestamp: (*int64)(minTimestamp),
+		After:        after,
+	}
+	if limit != nil {
+		n := int(*limit)
+		q.Limit = &n
+	}
+	return q
+}
+
+// Feature is the feature to create.
+func (in CreateListFeatureInput) Feature() store.Feature {
+	return store.Feature{
+		EntityType: in.EntityType, Name: in.Name, Version: deref(in.Version), ValueType: in.ValueType,
+		TTL: time.Duration(in.TTLSeconds) * time.Second, Description: deref(in.Description),
+	}
+}
+
+// TTL is a TTL argument in seconds as a duration.
+func TTL(seconds *int32) *time.Duration {
+	if seconds == nil {
+		return nil
+	}
+	d := time.Duration(*seconds) * time.Second
+	return &d
+}
+
+// ListFeatureOf shows a feature.
+func ListFeatureOf(f *store.Feature) *ListFeature {
+	out := &ListFeature{
+		Key: f.Key(), EntityType: f.EntityType, Name: f.Name, Version: f.Version,
+		ValueType: f.ValueType, TTLSeconds: int32(f.TTL / time.Second), CreatedAt: TimeOf(f.CreatedAt),
+	}
+	if f.Description != "" {
+		out.Description = &f.Description
+	}
+	return out
+}
+
+// ListFeaturesOf shows features.
+func ListFeaturesOf(fs []*store.Feature) []ListFeature {
+	out := make([]ListFeature, len(fs))
+	for i, f := range fs {
+		out[i] = *ListFeatureOf(f)
+	}
+	return out
+}
+
+// ListPageOf shows a page.
+func ListPageOf(p *lists.Page) *ListPage {
+	out := &ListPage{Items: make([]ListItem, len(p.Items)), HasMore: p.HasMore}
+	ttl := int64(p.Feature.TTL)
+	for i, it := range p.Items {
+		out.Items[i] = ListItem{
+			Value:     values.Value{Type: p.Feature.ValueType, Bytes: it.Value},
+			Timestamp: Time(it.Timestamp),
+			ExpiresAt: Time(it.Timestamp + ttl),
+			Cursor:    it.Key,
+		}
+	}
+	if n := len(p.Items); n > 0 {
+		out.EndCursor = &p.Items[n-1].Key
+	}
+	return out
+}
+
+// EntitiesOf are entities of one type.
+func EntitiesOf(entityType string, ids []string) []Entity {
+	out := make([]Entity, len(ids))
+	for i, id := range ids {
+		out[i] = Entity{Type: entityType, EntityID: id}
+	}
+	return out
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,4 +1,4 @@
-package graph
+package lists
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric/noop"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/embedded"
@@ -25,12 +24,12 @@ func BenchmarkLoaderBatch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ll, err := newListLoader(s, DefaultLoaderConfig, tracenoop.NewTracerProvider().Tracer(""), noop.NewMeterProvider().Meter(""), nil)
+	svc, err := New(Config{Store: s, Loader: DefaultLoaderConfig, Meter: noop.NewMeterProvider().Meter("")})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, n := range []int{1, 10, 100} {
-		var keys []listKey
+		var keys []pageKey
 		for i := range n {
 			id := fmt.Sprint("u", i)
 			items := make([]store.NewItem, 10)
@@ -40,12 +39,12 @@ func BenchmarkLoaderBatch(b *testing.B) {
 			if _, err := s.AddItems(ctx, store.List{Feature: &f, EntityID: id}, items); err != nil {
 				b.Fatal(err)
 			}
-			keys = append(keys, listKey{feature: &f, entityID: id, r: store.Range{Limit: 10}})
+			keys = append(keys, pageKey{feature: &f, entityID: id, r: store.Range{Limit: 10}})
 		}
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				for _, r := range ll.batch(ctx, keys) {
+				for _, r := range svc.loader.batch(ctx, keys) {
 					if r.Error != nil || len(r.Data.Items) != 10 {
 						b.Fatalf("%+v", r)
 					}

@@ -1,0 +1,109 @@
+package lists
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/keys"
+)
+
+// Features returns the live features of one entity type, or of all when
+// entityType is "", ordered by key.
+func (s *Service) Features(ctx context.Context, entityType string) ([]*store.Feature, error) {
+	if entityType != "" {
+		if err := keys.ValidateName("entity type", entityType); err != nil {
+			return nil, err
+		}
+	}
+	return s.catalog.Features(ctx, entityType)
+}
+
+// Feature returns one version of a feature; nil if there is none.
+func (s *Service) Feature(ctx context.Context, entityType, name, version string) (*store.Feature, error) {
+	f, err := s.catalog.Feature(ctx, entityType, name, version)
+	if errors.Is(err, errkind.NotFound) {
+		return nil, nil
+	}
+	return f, err
+}
+
+// CreateFeature creates a feature. While a mutation operation is checked,
+// it checks f against the catalog and the features created before it.
+func (s *Service) CreateFeature(ctx context.Context, f store.Feature) (store.Feature, error) {
+	c := checkFrom(ctx)
+	if c == nil {
+		return s.catalog.Create(ctx, f) // the catalog checks it
+	}
+	if err := f.Validate(s.now(), s.store.ExpiryCap()); err != nil {
+		return f, err
+	}
+	if _, err := s.feature(ctx, f.EntityType, f.Name, f.Version); err == nil {
+		return f, store.FeatureExists(f.Key())
+	}
+	c.created[f.Key()] = &f
+	return f, nil
+}
+
+// CreateVersion creates another version of a feature: the same value
+// type, with the TTL and description given or those of its latest version.
+func (s *Service) CreateVersion(ctx context.Context, entityType, name, version string, ttl *time.Duration, description *string) (store.Feature, error) {
+	c := checkFrom(ctx)
+	if c == nil {
+		return s.catalog.CreateVersion(ctx, entityType, name, version, ttl, description)
+	}
+	var base *store.Feature
+	for _, f := range s.catalog.List(entityType) {
+		if f.Name == name {
+			base = f
+		}
+	}
+	for _, f := range c.created {
+		if f.EntityType == entityType && f.Name == name {
+			base = f
+		}
+	}
+	if base == nil {
+		if err := keys.ValidateFeature(entityType, name, version); err != nil {
+			return store.Feature{}, err
+		}
+		return store.Feature{}, fmt.Errorf("feature %s#%s: %w: create it with createListFeature first", entityType, name, errkind.NotFound)
+	}
+	v := *base
+	v.Version = version
+	if ttl != nil {
+		v.TTL = *ttl
+	}
+	if description != nil {
+		v.Description = *description
+	}
+	if err := v.Validate(s.now(), s.store.ExpiryCap()); err != nil {
+		return v, err
+	}
+	if _, err := s.feature(ctx, entityType, name, version); err == nil {
+		return v, store.FeatureExists(v.Key())
+	}
+	c.created[v.Key()] = &v
+	return v, nil
+}
+
+// DeleteFeature deletes every version of a feature and returns how many
+// there were.
+func (s *Service) DeleteFeature(ctx context.Context, entityType, name string) (int, error) {
+	if err := keys.ValidateFeature(entityType, name, ""); err != nil || checking(ctx) {
+		return 0, err
+	}
+	return s.catalog.Delete(ctx, entityType, name)
+}
+
+// DeleteVersion deletes one version of a feature; false if it did not
+// exist.
+func (s *Service) DeleteVersion(ctx context.Context, entityType, name, version string) (bool, error) {
+	if err := keys.ValidateFeature(entityType, name, version); err != nil || checking(ctx) {
+		return false, err
+	}
+	return s.catalog.DeleteVersion(ctx, entityType, name, version)
+}
