@@ -160,29 +160,40 @@ func (s *Service) CheckEntities(entityType string, ids []string) error {
 
 // Add adds items to a list, all or nothing.
 func (s *Service) Add(ctx context.Context, ref Ref, items []NewItem) (store.AddResult, error) {
+	l, add, err := s.prepare(ctx, ref, items, checking(ctx))
+	if err != nil || checking(ctx) {
+		return store.AddResult{}, err
+	}
+	return s.store.AddItems(ctx, l, add)
+}
+
+// prepare turns an add into the list and items to write. With check, it
+// also checks what the store checks before it writes (ids, limits,
+// timestamps, TTLs), so that an add bound to fail fails before anything
+// is written.
+func (s *Service) prepare(ctx context.Context, ref Ref, items []NewItem, check bool) (store.List, []store.NewItem, error) {
 	l, err := s.list(ctx, ref)
 	if err != nil {
-		return store.AddResult{}, err
+		return store.List{}, nil, err
 	}
 	now := s.now()
 	add := make([]store.NewItem, len(items))
 	for i, it := range items {
 		v, err := values.Encode(l.Feature.ValueType, it.Value.Raw)
 		if err != nil {
-			return store.AddResult{}, fmt.Errorf("items[%d]: %w", i, err)
+			return store.List{}, nil, fmt.Errorf("items[%d]: %w", i, err)
 		}
 		add[i] = store.NewItem{Timestamp: now.UnixNano(), Value: v}
 		if it.Timestamp != nil {
 			add[i].Timestamp = *it.Timestamp
 		}
 	}
-	if checking(ctx) {
-		// What the store checks before it writes (limits, timestamps,
-		// TTLs), so that an add bound to fail fails the whole operation.
-		_, _, err := store.PrepareAdd(l, add, now, s.store.ExpiryCap(), s.store.Limits())
-		return store.AddResult{}, err
+	if check {
+		if _, _, err := store.PrepareAdd(l, add, now, s.store.ExpiryCap(), s.store.Limits()); err != nil {
+			return store.List{}, nil, err
+		}
 	}
-	return s.store.AddItems(ctx, l, add)
+	return l, add, nil
 }
 
 // RemoveValue removes every item of a list with that value and returns how
