@@ -1,6 +1,7 @@
 // Package model holds the GraphQL types: the plain structs bound by hand in
-// gqlgen.yml (kept free of field resolvers, so the items path stays cheap)
-// and, in models_gen.go, the ones gqlgen generates.
+// gqlgen.yml (kept free of field resolvers, so the items path stays cheap),
+// the ones gqlgen generates in models_gen.go, and the conversions between
+// them and the lists service's arguments and answers.
 package model
 
 import (
