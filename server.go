@@ -3,7 +3,6 @@
 // embedded Pebble store.
 package main
 
-//go:generate go run github.com/99designs/gqlgen generate
 //go:generate go run ./graph/fastpath
 
 import (

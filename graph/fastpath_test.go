@@ -2,7 +2,11 @@ package graph_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -10,12 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/graph/model"
+	"github.com/listgate/listgate/lists"
+	"github.com/listgate/listgate/store"
 )
 
-// model.WriteListPage and WriteListItems write exactly the bytes
-// gqlgen's generated code writes, for every way a query can select ListPage
-// and ListItem fields.
+// model.WriteListPage writes exactly the bytes gqlgen's generated code
+// writes, for every way a query can select ListPage and ListItem fields.
 func TestFastMarshalMatchesGenerated(t *testing.T) {
 	g := newGateway(t, embeddedStore(t))
 	now := time.Now()
@@ -56,25 +63,161 @@ func TestFastMarshalMatchesGenerated(t *testing.T) {
 		`query($with: Boolean!) { entity(type: "$type", entityId: "u1") { list(feature: "float") { items @include(if: $with) { value } hasMore @skip(if: $with) } } }`,
 	}
 	vars := map[string]any{"with": true, "without": false}
-	raw := func(query string) []byte {
+	raw := func(query string, h http.Handler) []byte {
 		body, _ := json.Marshal(map[string]any{"query": strings.ReplaceAll(query, "$type", g.entityType), "variables": vars})
 		req := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
-		g.h.ServeHTTP(w, req)
+		h.ServeHTTP(w, req)
 		if w.Code != http.StatusOK || bytes.Contains(w.Body.Bytes(), []byte(`"errors"`)) {
 			t.Fatalf("%s: %d %s", query, w.Code, w.Body.Bytes())
 		}
 		return w.Body.Bytes()
 	}
-	defer model.FastMarshal.Store(true)
+	stock := gqlgenMarshaling(g.h)
 	for _, q := range queries {
-		model.FastMarshal.Store(false)
-		generated := raw(q)
-		model.FastMarshal.Store(true)
-		fast := raw(q)
+		generated := raw(q, stock)
+		fast := raw(q, g.h)
 		if !bytes.Equal(fast, generated) {
 			t.Errorf("%s\nfast:      %s\ngenerated: %s", q, fast, generated)
 		}
 	}
+
+	// And the fast path is the one taken: gqlgen's allocates for every
+	// item and field.
+	var items []item
+	for i := range 100 {
+		items = append(items, item{fmt.Sprint("s", i), ts(now.Add(-time.Duration(i) * time.Millisecond))})
+	}
+	g.add("u100", "string", items...)
+	page := `{ listItems(entityType: "$type", entityId: "u100", feature: "string") { items { value timestamp expiresAt cursor } } }`
+	allocs := func(h http.Handler) float64 { return testing.AllocsPerRun(20, func() { raw(page, h) }) }
+	fast, generated := allocs(g.h), allocs(stock)
+	t.Logf("a 100-item page: %.0f allocations, %.0f through gqlgen's marshalers", fast, generated)
+	if fast > generated/3 {
+		t.Error("the fast path is not taken")
+	}
+}
+
+// gqlgenMarshaling is h with gqlgen's own marshalers in place of the
+// fast path's writers.
+func gqlgenMarshaling(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(model.WithGQLGenMarshaling(r.Context())))
+	})
+}
+
+// Random selections of ListPage and ListItem fields, in any order and
+// number, with aliases, __typename, inline fragments, @include and @skip,
+// are written byte for byte as gqlgen writes them.
+func FuzzFastPathSelection(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4})
+	f.Add([]byte{0, 0, 1, 1, 7, 5, 6, 2, 0, 3, 9, 9})
+	f.Add([]byte{6, 0, 5, 1, 2, 3, 13, 8, 0, 4, 11})
+	s := embeddedStore(f)
+	ctx := context.Background()
+	feat, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "f", ValueType: store.JSON, TTL: time.Hour})
+	if err != nil {
+		f.Fatal(err)
+	}
+	now := time.Now().UnixNano()
+	var items []store.NewItem
+	for i, v := range []string{`"a"`, `{"k":[1,"x\u2028",null]}`, `1.5`, `"quote \" and \\"`, `true`} {
+		items = append(items, store.NewItem{Timestamp: now - int64(i), Value: []byte(v)})
+	}
+	if _, err := s.AddItems(ctx, store.List{Feature: &feat, EntityID: "u1"}, items); err != nil {
+		f.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	catalog, err := features.New(ctx, s, log, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	h, err := graph.NewHandler(graph.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: graph.DefaultLimits, Log: log})
+	if err != nil {
+		f.Fatal(err)
+	}
+	stock := gqlgenMarshaling(h)
+	f.Fuzz(func(t *testing.T, choices []byte) {
+		if len(choices) > 200 {
+			return
+		}
+		query := `query($yes: Boolean!, $no: Boolean!) { y: __typename @include(if: $yes) n: __typename @skip(if: $no) ` +
+			`listItems(entityType: "user", entityId: "u1", feature: "f", limit: 4) ` + selection(&choices, pageFields, 0) + ` }`
+		body, _ := json.Marshal(map[string]any{"query": query, "variables": map[string]bool{"yes": true, "no": false}})
+		serve := func(h http.Handler) []byte {
+			r := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w.Body.Bytes()
+		}
+		fast, generated := serve(h), serve(stock)
+		if !bytes.Equal(fast, generated) {
+			t.Fatalf("%s\nfast:      %s\ngenerated: %s", query, fast, generated)
+		}
+		if bytes.Contains(fast, []byte(`"errors"`)) {
+			t.Fatalf("%s: %s", query, fast) // every selection built is valid
+		}
+	})
+}
+
+var (
+	pageFields = []string{"items", "hasMore", "endCursor", "__typename"}
+	itemFields = []string{"value", "timestamp", "expiresAt", "cursor", "__typename"}
+)
+
+// selection builds a selection set of fields (ListPage's or ListItem's)
+// from choices, which it consumes. An alias always names the same field,
+// so selections merge as GraphQL allows.
+func selection(choices *[]byte, fields []string, depth int) string {
+	next := func() int {
+		if len(*choices) == 0 {
+			return 0
+		}
+		c := (*choices)[0]
+		*choices = (*choices)[1:]
+		return int(c)
+	}
+	var b strings.Builder
+	b.WriteString("{")
+	typeName := map[bool]string{true: "ListPage", false: "ListItem"}[fields[0] == "items"]
+	for n := 0; n == 0 || (len(*choices) > 0 && n < 12); n++ {
+		c := next()
+		name := fields[c%len(fields)]
+		form := c / len(fields) % 4 // plain, aliased, in an inline fragment, or twice
+		if form == 2 {
+			b.WriteString(" ... on " + typeName + " {")
+		}
+		if form == 1 {
+			b.WriteString(" " + name[:1] + name + ":") // one alias per field
+		}
+		b.WriteString(" " + name)
+		switch next() % 5 {
+		case 1:
+			b.WriteString(" @include(if: $yes)")
+		case 2:
+			b.WriteString(" @skip(if: $no)")
+		case 3:
+			b.WriteString(" @include(if: $no)")
+		}
+		if name == "items" {
+			if depth > 0 {
+				b.WriteString(" { value }")
+			} else {
+				b.WriteString(" " + selection(choices, itemFields, depth+1))
+			}
+		}
+		if form == 2 {
+			b.WriteString(" }")
+		}
+		if form == 3 {
+			b.WriteString(" " + name)
+			if name == "items" {
+				b.WriteString(" { cursor }")
+			}
+		}
+	}
+	b.WriteString(" }")
+	return b.String()
 }

@@ -58,6 +58,22 @@ func (w *writes) CreateFeature(ctx context.Context, f store.Feature) (store.Feat
 	return r, err
 }
 
+func (w *writes) RemoveValue(ctx context.Context, l store.List, value []byte) (int, error) {
+	n, err := w.Store.RemoveValue(ctx, l, value)
+	if err == nil {
+		w.n++
+	}
+	return n, err
+}
+
+func (w *writes) DeleteFeature(ctx context.Context, entityType, name, version string) (bool, error) {
+	ok, err := w.Store.DeleteFeature(ctx, entityType, name, version)
+	if err == nil {
+		w.n++
+	}
+	return ok, err
+}
+
 func (w *writes) RemoveAll(ctx context.Context, l store.List) error {
 	err := w.Store.RemoveAll(ctx, l)
 	if err == nil {

@@ -3941,15 +3941,19 @@ func (ec *executionContext) _ListItem(ctx context.Context, sel ast.SelectionSet,
 
 var listPageImplementors = []string{"ListPage"}
 
-// _ListPage is rewritten by graph/fastpath.
+// _ListPage is written by model.WriteListPage, put in place by
+// graph/fastpath: ListPage and the objects it holds are plain, so one
+// writer appends it to a buffer without gqlgen's per-field work.
+// _ListPage_gqlgen is gqlgen's own marshaler; a context from
+// model.WithGQLGenMarshaling selects it (tests compare the two).
 func (ec *executionContext) _ListPage(ctx context.Context, sel ast.SelectionSet, obj *model.ListPage) graphql.Marshaler {
-	if model.FastMarshal.Load() {
-		return model.WriteListPage(ec.OperationContext, sel, obj)
+	if model.GQLGenMarshaling(ctx) {
+		return ec._ListPage_gqlgen(ctx, sel, obj)
 	}
-	return ec._ListPageGenerated(ctx, sel, obj)
+	return model.WriteListPage(ec.OperationContext, sel, obj)
 }
 
-func (ec *executionContext) _ListPageGenerated(ctx context.Context, sel ast.SelectionSet, obj *model.ListPage) graphql.Marshaler {
+func (ec *executionContext) _ListPage_gqlgen(ctx context.Context, sel ast.SelectionSet, obj *model.ListPage) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, listPageImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -4806,15 +4810,7 @@ func (ec *executionContext) marshalNListItem2githubᚗcomᚋlistgateᚋlistgate�
 	return ec._ListItem(ctx, sel, &v)
 }
 
-// marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄ is rewritten by graph/fastpath.
 func (ec *executionContext) marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ListItem) graphql.Marshaler {
-	if model.FastMarshal.Load() {
-		return model.WriteListItems(ec.OperationContext, sel, v)
-	}
-	return ec.marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄGenerated(ctx, sel, v)
-}
-
-func (ec *executionContext) marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄGenerated(ctx context.Context, sel ast.SelectionSet, v []model.ListItem) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]

@@ -1,103 +1,302 @@
-// Command fastpath is the second step of `go generate`: it points gqlgen's
-// generated marshalers of ListPage and [ListItem!]! at
-// model.WriteListPage and model.WriteListItems, keeping gqlgen's own
-// under new names for the tests that prove both write the same bytes. It
-// refuses to run when either type stops being a plain struct (a field with
-// a resolver or a directive, a field the fast path does not know, an
-// interface), since the fast path would then skip what gqlgen does per
-// field.
+// Command fastpath generates the executable schema (`go generate ./...`):
+// gqlgen's own code generation, run through its api.Generate with one
+// plugin, which puts graph/model's writers in place of gqlgen's marshalers
+// for the plain objects they write.
+//
+// gqlgen marshals every object field by field, each with a field context,
+// a context value and a middleware closure, and every list of objects with
+// a goroutine per element (PERFORMANCE.md). For an object that has no
+// resolver, no directive and no interface, and whose fields are plain
+// struct fields, none of that can change what is written, so one writer
+// may append the whole object to a buffer. The plugin decides from gqlgen's
+// typed codegen data which objects qualify, and refuses to generate when
+// an object a writer handles stops qualifying or gains a field the writer
+// does not know.
+//
+// gqlgen runs its plugins before it writes exec.go and offers no hook
+// after, so the command rewrites the file once api.Generate has written
+// it: the generated marshaler of each object is renamed (_ListPage becomes
+// _ListPage_gqlgen, kept for tests that compare the two byte for byte) and
+// a marshaler of the original name calls the writer. api.Generate writes
+// exec.go afresh each time, so running the command again gives the same
+// file.
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"go/ast"
 	"go/format"
+	"go/parser"
+	"go/token"
 	"os"
-	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/99designs/gqlgen/api"
+	"github.com/99designs/gqlgen/codegen"
+	"github.com/99designs/gqlgen/codegen/config"
 )
 
-const execFile = "graph/exec/exec.go"
+// modelPath is the package of the writers.
+const modelPath = "github.com/listgate/listgate/graph/model"
 
-// plain types and the fields model's marshalers write.
-var plain = map[string][]string{
-	"ListPage": {"items", "hasMore", "endCursor"},
-	"ListItem": {"value", "timestamp", "expiresAt", "cursor"},
+// A writer replaces gqlgen's marshaler of one object.
+type writer struct {
+	object string // the GraphQL object whose marshaler it replaces
+	fn     string // the writer, in graph/model
+	// types are the objects it writes (the object and those its fields
+	// hold), each field with its GraphQL type, exactly as the writer
+	// handles them.
+	types map[string]map[string]string
 }
 
-// rewrites are the generated functions that get a dispatcher, and what it
-// calls when model.FastMarshal is on.
-var rewrites = []struct{ signature, fast string }{
-	{`func (ec *executionContext) _ListPage(ctx context.Context, sel ast.SelectionSet, obj *model.ListPage) graphql.Marshaler {`,
-		`model.WriteListPage(ec.OperationContext, sel, obj)`},
-	{`func (ec *executionContext) marshalNListItem2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ListItem) graphql.Marshaler {`,
-		`model.WriteListItems(ec.OperationContext, sel, v)`},
-}
+var writers = []writer{{
+	object: "ListPage",
+	fn:     "WriteListPage",
+	types: map[string]map[string]string{
+		"ListPage": {"items": "[ListItem!]!", "hasMore": "Boolean!", "endCursor": "String"},
+		"ListItem": {"value": "ListValue!", "timestamp": "Time!", "expiresAt": "Time!", "cursor": "String!"},
+	},
+}}
 
 func main() {
-	if err := run(); err != nil {
+	if err := generate(); err != nil {
 		fmt.Fprintln(os.Stderr, "fastpath:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	src, err := os.ReadFile(execFile)
+func generate() error {
+	cfg, err := config.LoadConfigFromDefaultLocations()
 	if err != nil {
 		return err
 	}
-	code := string(src)
-	for typ, fields := range plain {
-		if err := checkPlain(code, typ, fields); err != nil {
-			return fmt.Errorf("%s: %w", execFile, err)
-		}
+	p := &plugin{writers: writers}
+	if err := api.Generate(cfg, api.AddPlugin(p)); err != nil {
+		return err
 	}
-	for _, r := range rewrites {
-		at := strings.Index(code, r.signature+"\n")
-		if at < 0 || strings.Count(code, r.signature) != 1 {
-			return fmt.Errorf("%s: no single %q", execFile, r.signature)
-		}
-		name := r.signature[strings.Index(r.signature, ") ")+2 : strings.Index(r.signature, "(ctx")]
-		args := "ctx, sel, obj"
-		if strings.Contains(r.signature, "v []") {
-			args = "ctx, sel, v"
-		}
-		dispatch := fmt.Sprintf("// %[1]s is rewritten by graph/fastpath.\n%[2]s\n\tif model.FastMarshal.Load() {\n\t\treturn %[3]s\n\t}\n\treturn ec.%[1]sGenerated(%[4]s)\n}\n\n",
-			name, r.signature, r.fast, args)
-		generated := strings.Replace(r.signature, name+"(", name+"Generated(", 1)
-		code = code[:at] + dispatch + generated + code[at+len(r.signature):]
-	}
-	out, err := format.Source([]byte(code))
+	src, err := os.ReadFile(cfg.Exec.Filename)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(execFile, out, 0o644)
+	out, err := rewrite(src, p.targets)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.Exec.Filename, err)
+	}
+	return os.WriteFile(cfg.Exec.Filename, out, 0o644)
 }
 
-// checkPlain verifies that typ implements no interface and that each of
-// its fields, and only those, is a struct field read with no resolver and
-// no directive.
-func checkPlain(code, typ string, fields []string) error {
-	lower := strings.ToLower(typ[:1]) + typ[1:]
-	if !strings.Contains(code, fmt.Sprintf("var %sImplementors = []string{%q}", lower, typ)) {
-		return fmt.Errorf("%s implements an interface now; the fast path does not handle that", typ)
+// plugin decides, from gqlgen's codegen data, which objects the writers
+// take over.
+type plugin struct {
+	writers []writer
+	targets []writer // the writers whose objects qualify
+}
+
+func (p *plugin) Name() string { return "fastpath" }
+
+// GenerateCode checks every object each writer handles; gqlgen calls it
+// with the data it is about to generate from.
+func (p *plugin) GenerateCode(data *codegen.Data) error {
+	objects := map[string]*codegen.Object{}
+	for _, o := range data.Objects {
+		objects[o.Name] = o
 	}
-	fieldFunc := regexp.MustCompile(`func \(ec \*executionContext\) _` + typ + `_(\w+)\(ctx context\.Context, field graphql\.CollectedField, obj \*model\.` + typ + `\) \(ret graphql\.Marshaler\) \{\n((?:.*\n)*?)\}\n`)
-	found := map[string]bool{}
-	for _, m := range fieldFunc.FindAllStringSubmatch(code, -1) {
-		body := m[2]
-		if !regexp.MustCompile(`\n\t\tfunc\(ctx context\.Context\) \(any, error\) \{\n\t\t\treturn obj\.\w+, nil\n\t\t\},\n\t\tnil,\n`).MatchString(body) {
-			return fmt.Errorf("%s.%s is not a plain struct field any more (a resolver or a directive); the fast path cannot write it", typ, m[1])
+	p.targets = nil
+	for _, w := range p.writers {
+		for name, fields := range w.types {
+			o := objects[name]
+			if o == nil {
+				return fmt.Errorf("model.%s writes %s, which the schema has no object of", w.fn, name)
+			}
+			if err := plain(o, fields); err != nil {
+				return fmt.Errorf("model.%s cannot write %s: %w; change the writer and this plugin's description of it, or drop the writer", w.fn, name, err)
+			}
 		}
-		found[m[1]] = true
-	}
-	for _, f := range fields {
-		if !found[f] {
-			return fmt.Errorf("%s.%s: no generated field function", typ, f)
-		}
-		delete(found, f)
-	}
-	for f := range found {
-		return fmt.Errorf("%s has a field %q the fast path does not write", typ, f)
+		p.targets = append(p.targets, w)
 	}
 	return nil
+}
+
+// plain checks that nothing but the object's field values decides what
+// gqlgen writes for it: no resolver, directive or interface, and exactly
+// the fields given, each a struct field of the GraphQL type given.
+func plain(o *codegen.Object, fields map[string]string) error {
+	switch {
+	case o.Root || o.Stream:
+		return fmt.Errorf("it is a root type")
+	case len(o.Implements) > 0:
+		return fmt.Errorf("it implements an interface")
+	case len(o.Directives) > 0:
+		return fmt.Errorf("it has a directive")
+	case o.HasResolvers() || o.IsConcurrent():
+		return fmt.Errorf("a field has a resolver")
+	}
+	seen := 0
+	for _, f := range o.Fields {
+		want, ok := fields[f.Name]
+		switch {
+		case !ok:
+			return fmt.Errorf("field %s is new", f.Name)
+		case f.TypeReference.GQL.String() != want:
+			return fmt.Errorf("field %s is of type %s, not %s", f.Name, f.TypeReference.GQL, want)
+		case !f.IsVariable() || f.IsResolver || f.IsBatch() || f.MethodHasContext:
+			return fmt.Errorf("field %s is not a plain struct field", f.Name)
+		case len(f.Directives) > 0 || len(f.Args) > 0:
+			return fmt.Errorf("field %s has a directive or arguments", f.Name)
+		}
+		seen++
+	}
+	if seen != len(fields) {
+		return fmt.Errorf("it has %d of the %d fields the writer writes", seen, len(fields))
+	}
+	return nil
+}
+
+// rewrite renames gqlgen's marshaler of each target object and puts one of
+// the original name before it that calls the writer. A file rewritten
+// already is returned as it is.
+func rewrite(src []byte, targets []writer) ([]byte, error) {
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "", src, parser.ParseComments)
+	if err != nil {
+		return nil, err
+	}
+	pkg, err := importName(file, modelPath)
+	if err != nil {
+		return nil, err
+	}
+	methods := execMethods(file)
+	type edit struct {
+		at, end int
+		text    string
+	}
+	var edits []edit
+	for _, w := range targets {
+		name := "_" + w.object
+		fd := methods[name]
+		if fd == nil {
+			return nil, fmt.Errorf("no generated marshaler %s", name)
+		}
+		if err := checkDispatch(fd, name, pkg, w.fn); err == nil && methods[name+"_gqlgen"] != nil {
+			continue // rewritten already
+		}
+		if methods[name+"_gqlgen"] != nil {
+			return nil, fmt.Errorf("%s_gqlgen exists, but %s does not call %s.%s", name, name, pkg, w.fn)
+		}
+		params := fd.Type.Params.List
+		if len(params) != 3 || len(params[0].Names) != 1 || len(params[1].Names) != 1 || len(params[2].Names) != 1 {
+			return nil, fmt.Errorf("%s: not the (ctx, sel, obj) marshaler gqlgen generates", name)
+		}
+		ctx, sel, obj := params[0].Names[0].Name, params[1].Names[0].Name, params[2].Names[0].Name
+		text := func(n ast.Node) string {
+			return string(src[fset.Position(n.Pos()).Offset:fset.Position(n.End()).Offset])
+		}
+		var b bytes.Buffer
+		comment(&b, fmt.Sprintf("%[1]s is written by %[2]s.%[3]s, put in place by graph/fastpath: "+
+			"%[4]s and the objects it holds are plain, so one writer appends it to a buffer without gqlgen's per-field work. "+
+			"%[1]s_gqlgen is gqlgen's own marshaler; a context from %[2]s.WithGQLGenMarshaling selects it (tests compare the two).",
+			name, pkg, w.fn, w.object))
+		fmt.Fprintf(&b, "func %s %s%s %s {\n", text(fd.Recv), name, text(fd.Type.Params), text(fd.Type.Results))
+		fmt.Fprintf(&b, "\tif %s.GQLGenMarshaling(%s) {\n\t\treturn ec.%s_gqlgen(%s, %s, %s)\n\t}\n", pkg, ctx, name, ctx, sel, obj)
+		fmt.Fprintf(&b, "\treturn %s.%s(ec.OperationContext, %s, %s)\n}\n\n", pkg, w.fn, sel, obj)
+		at := fset.Position(fd.Pos()).Offset
+		nameAt := fset.Position(fd.Name.Pos()).Offset
+		edits = append(edits, edit{at, at, b.String()}, edit{nameAt, nameAt + len(name), name + "_gqlgen"})
+	}
+	slices.SortFunc(edits, func(a, b edit) int { return b.at - a.at })
+	out := slices.Clone(src)
+	for _, e := range edits {
+		out = slices.Concat(out[:e.at], []byte(e.text), out[e.end:])
+	}
+	return format.Source(out)
+}
+
+// comment writes text as a line comment wrapped at 76 columns.
+func comment(b *bytes.Buffer, text string) {
+	line := "//"
+	for _, word := range strings.Fields(text) {
+		if len(line)+1+len(word) > 76 && line != "//" {
+			b.WriteString(line + "\n")
+			line = "//"
+		}
+		line += " " + word
+	}
+	b.WriteString(line + "\n")
+}
+
+// check verifies that src, an exec.go, has every target's dispatcher.
+func check(src []byte, targets []writer) error {
+	file, err := parser.ParseFile(token.NewFileSet(), "", src, 0)
+	if err != nil {
+		return err
+	}
+	pkg, err := importName(file, modelPath)
+	if err != nil {
+		return err
+	}
+	methods := execMethods(file)
+	for _, w := range targets {
+		name := "_" + w.object
+		if methods[name] == nil || methods[name+"_gqlgen"] == nil {
+			return fmt.Errorf("no %s and %s_gqlgen: the fast path is not in place (run go generate ./...)", name, name)
+		}
+		if err := checkDispatch(methods[name], name, pkg, w.fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkDispatch verifies that fd returns the writer's result.
+func checkDispatch(fd *ast.FuncDecl, name, pkg, fn string) error {
+	calls := false
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		if ret, ok := n.(*ast.ReturnStmt); ok && len(ret.Results) == 1 {
+			if call, ok := ret.Results[0].(*ast.CallExpr); ok {
+				if s, ok := call.Fun.(*ast.SelectorExpr); ok {
+					if id, ok := s.X.(*ast.Ident); ok && id.Name == pkg && s.Sel.Name == fn {
+						calls = true
+					}
+				}
+			}
+		}
+		return !calls
+	})
+	if !calls {
+		return fmt.Errorf("%s does not return %s.%s", name, pkg, fn)
+	}
+	return nil
+}
+
+// execMethods are the methods of *executionContext in file, by name.
+func execMethods(file *ast.File) map[string]*ast.FuncDecl {
+	methods := map[string]*ast.FuncDecl{}
+	for _, d := range file.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Recv == nil || len(fd.Recv.List) != 1 {
+			continue
+		}
+		if star, ok := fd.Recv.List[0].Type.(*ast.StarExpr); ok {
+			if id, ok := star.X.(*ast.Ident); ok && id.Name == "executionContext" {
+				methods[fd.Name.Name] = fd
+			}
+		}
+	}
+	return methods
+}
+
+// importName is the name file uses for the package at path.
+func importName(file *ast.File, path string) (string, error) {
+	for _, imp := range file.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p == path {
+			if imp.Name != nil {
+				return imp.Name.Name, nil
+			}
+			return path[strings.LastIndex(path, "/")+1:], nil
+		}
+	}
+	return "", fmt.Errorf("%s is not imported", path)
 }

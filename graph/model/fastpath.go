@@ -1,9 +1,9 @@
 package model
 
 import (
+	"context"
 	"io"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -12,13 +12,20 @@ import (
 	"github.com/listgate/listgate/values"
 )
 
-// FastMarshal selects how ListPage and [ListItem!]! are written: by
-// WriteListPage and WriteListItems (true, the default), or by gqlgen's
-// generated code, which tests use to prove the two byte-identical.
-// graph/fastpath wires the generated marshalers to this switch.
-var FastMarshal atomic.Bool
+// gqlgenMarshaling is the context key of WithGQLGenMarshaling.
+type gqlgenMarshaling struct{}
 
-func init() { FastMarshal.Store(true) }
+// WithGQLGenMarshaling returns a context in which the objects graph/fastpath
+// gives to writers are marshaled by gqlgen's own generated code instead, so
+// that tests can compare the two byte for byte. The gateway never sets it.
+func WithGQLGenMarshaling(ctx context.Context) context.Context {
+	return context.WithValue(ctx, gqlgenMarshaling{}, true)
+}
+
+// GQLGenMarshaling reports whether ctx asks for gqlgen's own marshalers.
+func GQLGenMarshaling(ctx context.Context) bool {
+	return ctx.Value(gqlgenMarshaling{}) != nil
+}
 
 var (
 	listPageImplementors = []string{"ListPage"}
@@ -26,9 +33,9 @@ var (
 )
 
 // WriteListPage writes a page as gqlgen's generated code does, byte for
-// byte; its items through WriteListItems. ListPage is a plain struct
-// too: endCursor is its only nullable field, and it is null exactly when
-// nil.
+// byte, in place of gqlgen's marshaler of ListPage (graph/fastpath puts it
+// there); its items through writeListItems. ListPage is a plain struct:
+// endCursor is its only nullable field, and it is null exactly when nil.
 func WriteListPage(oc *graphql.OperationContext, sel ast.SelectionSet, p *ListPage) graphql.Marshaler {
 	return listPage{oc: oc, page: p, fields: graphql.CollectFields(oc, sel, listPageImplementors)}
 }
@@ -52,7 +59,7 @@ func (m listPage) MarshalGQL(w io.Writer) {
 			b = append(b, `"ListPage"`...)
 		case "items":
 			w.Write(b)
-			WriteListItems(m.oc, f.Selections, m.page.Items).MarshalGQL(w)
+			writeListItems(m.oc, f.Selections, m.page.Items).MarshalGQL(w)
 			b = scratch[:0]
 		case "hasMore":
 			b = strconv.AppendBool(b, m.page.HasMore)
@@ -67,14 +74,14 @@ func (m listPage) MarshalGQL(w io.Writer) {
 	w.Write(append(b, '}'))
 }
 
-// WriteListItems writes a list of items exactly as gqlgen's generated code
+// writeListItems writes a list of items exactly as gqlgen's generated code
 // does, byte for byte, but without a goroutine, a context and a field
 // context for every item and field (PERFORMANCE.md): the selection is
 // collected once for the whole list, and each item is appended to one
 // buffer. This is sound because ListItem is a plain struct: no field has a
 // resolver, a directive or a nullable type, so nothing can fail, be
 // intercepted or be deferred per field.
-func WriteListItems(oc *graphql.OperationContext, sel ast.SelectionSet, items []ListItem) graphql.Marshaler {
+func writeListItems(oc *graphql.OperationContext, sel ast.SelectionSet, items []ListItem) graphql.Marshaler {
 	return listItems{items: items, fields: graphql.CollectFields(oc, sel, listItemImplementors)}
 }
 
