@@ -21,9 +21,11 @@ func TestSIGTERMFinishesInFlightRequests(t *testing.T) {
 	gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
 	gatewaytest.Post(t, base, "", `mutation { addListItems(list: {entityType: "user", entityId: "u1", feature: "f"}, items: [{value: "kept"}]) { added } }`)
 
+	// Two pages, so that they go through the loader, which waits: one
+	// page alone is read at once.
 	inFlight := make(chan gatewaytest.Answer, 1)
 	go func() {
-		inFlight <- g.do(`{ entity(type: "user", entityId: "u1") { list(feature: "f") { items { value } } } }`, nil)
+		inFlight <- g.do(`{ entity(type: "user", entityId: "u1") { a: list(feature: "f") { items { value } } b: list(feature: "f", limit: 1) { hasMore } } }`, nil)
 	}()
 	time.Sleep(300 * time.Millisecond) // the request is now waiting on the loader
 	sent := time.Now()
