@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,37 +13,13 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/internal/gatewaytest"
 	"github.com/listgate/listgate/telemetry"
 )
-
-// testLog sends the server's log lines to the test's log (shown when it
-// fails, or with -v).
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(p []byte) (int, error) {
-	l.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
-// lineWriter hands run's first output line (its address) to the test.
-type lineWriter struct {
-	once sync.Once
-	addr chan string
-}
-
-var servingRE = regexp.MustCompile(`serving (http://\S+)`)
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	if m := servingRE.FindSubmatch(p); m != nil {
-		w.once.Do(func() { w.addr <- string(m[1]) })
-	}
-	return len(p), nil
-}
 
 // start calls run as main would and waits until /healthz answers.
 func start(t *testing.T, args ...string) string {
@@ -56,7 +31,7 @@ func start(t *testing.T, args ...string) string {
 func startWith(t *testing.T, opts telemetry.Options, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &lineWriter{addr: make(chan string, 1)}
+	out := gatewaytest.NewAddrWriter()
 	done := make(chan error, 1)
 	go func() {
 		getenv := func(string) string { return "" }
@@ -70,7 +45,7 @@ func startWith(t *testing.T, opts telemetry.Options, args ...string) string {
 			done <- err
 			return
 		}
-		done <- serve(ctx, cfg, tel, telemetry.NewLogger(testLog{t}, "text", slog.LevelWarn), out)
+		done <- serve(ctx, cfg, tel, telemetry.NewLogger(gatewaytest.Log{T: t}, "text", slog.LevelWarn), out)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -80,7 +55,7 @@ func startWith(t *testing.T, opts telemetry.Options, args ...string) string {
 	})
 	var base string
 	select {
-	case base = <-out.addr:
+	case base = <-out.Addr():
 	case err := <-done:
 		t.Fatalf("run ended before serving: %v", err)
 	case <-time.After(time.Minute):
@@ -99,42 +74,16 @@ func startWith(t *testing.T, opts telemetry.Options, args ...string) string {
 	}
 }
 
-func post(t *testing.T, base, accept, query string) (*http.Response, map[string]any) {
-	t.Helper()
-	return postBody(t, base, accept, map[string]any{"query": query})
-}
-
-// postBody POSTs a GraphQL request body and decodes the response.
-func postBody(t *testing.T, base, accept string, request map[string]any) (*http.Response, map[string]any) {
-	t.Helper()
-	body, _ := json.Marshal(request)
-	req, _ := http.NewRequest(http.MethodPost, base+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
-	}
-	return resp, out
-}
-
 // The walkthrough of the README, over HTTP, against a server started by run.
 func walkthrough(t *testing.T, base, entityType string) {
-	resp, out := post(t, base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "reading_history", valueType: STRING, ttlSeconds: 2592000}) { key } }`, entityType))
-	if resp.StatusCode != http.StatusOK || out["errors"] != nil {
-		t.Fatalf("create: %d %v", resp.StatusCode, out)
+	answer, out := gatewaytest.Post(t, base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "reading_history", valueType: STRING, ttlSeconds: 2592000}) { key } }`, entityType))
+	if answer.Status != http.StatusOK || out["errors"] != nil {
+		t.Fatalf("create: %d %v", answer.Status, out)
 	}
 	// Timestamps from the clock: fixed dates expire under a 30-day TTL.
 	hour := time.Now().UTC().Truncate(time.Hour)
 	older, newer := hour.Add(-2*time.Hour).Format(time.RFC3339), hour.Add(-time.Hour).Format(time.RFC3339)
-	_, out = post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: %q, entityId: "u1", feature: "reading_history"},
+	_, out = gatewaytest.Post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: %q, entityId: "u1", feature: "reading_history"},
 		items: [{value: "story1", timestamp: %q}, {value: "story2", timestamp: %q}]) { added } }`, entityType, older, newer))
 	if fmt.Sprint(out["data"]) != "map[addListItems:map[added:2]]" {
 		t.Fatalf("add: %v", out)
@@ -142,8 +91,8 @@ func walkthrough(t *testing.T, base, entityType string) {
 	query := fmt.Sprintf(`{ entity(type: %q, entityId: "u1") { id list(feature: "reading_history", limit: 1) { items { value timestamp } hasMore } } }`, entityType)
 	want := fmt.Sprintf("map[entity:map[id:%s:u1 list:map[hasMore:true items:[map[timestamp:%s value:story2]]]]]", entityType, newer)
 
-	resp, out = post(t, base, "application/graphql-response+json", query)
-	if got := resp.Header.Get("Content-Type"); got != "application/graphql-response+json" {
+	answer, out = gatewaytest.Post(t, base, "application/graphql-response+json", query)
+	if got := answer.Header.Get("Content-Type"); got != "application/graphql-response+json" {
 		t.Fatalf("Content-Type %q for Accept: application/graphql-response+json", got)
 	}
 	if fmt.Sprint(out["data"]) != want {
@@ -235,7 +184,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		if m := regexp.MustCompile(`after: "([^"]+)"`).FindStringSubmatch(query); m != nil && m[1] != endCursor {
 			t.Fatalf("block %d pastes cursor %s; the page before returned %s", i+1, m[1], endCursor)
 		}
-		_, out := post(t, base, "", query)
+		_, out := gatewaytest.Post(t, base, "", query)
 		if out["errors"] != nil || out["data"] == nil {
 			t.Fatalf("block %d:\n%s\nanswered %v", i+1, query, out)
 		}
@@ -287,7 +236,7 @@ func TestProductionMode(t *testing.T) {
 	if !strings.Contains(string(body), "introspection is off") || !strings.Contains(string(body), "FORBIDDEN") {
 		t.Fatalf("introspection in prod: %s", body)
 	}
-	_, out := post(t, base, "", `{ listFeatures { key } }`)
+	_, out := gatewaytest.Post(t, base, "", `{ listFeatures { key } }`)
 	if !strings.Contains(fmt.Sprint(out["errors"]), "UNAUTHENTICATED") {
 		t.Fatalf("no token in prod: %v", out)
 	}

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/internal/gatewaytest"
 	"github.com/listgate/listgate/telemetry"
 )
 
@@ -39,12 +40,12 @@ func TestTraceAndMetricsOfARequest(t *testing.T) {
 	base := startWith(t, telemetry.Options{SpanProcessor: rec},
 		"--cql-hosts", strings.Join(cqltest.Hosts(t), ","), "--cql-keyspace", keyspace, "--migrate",
 		"--cql-timeout", "10s", "--loader-wait", "20ms", "--feature-refresh", "1s")
-	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
+	gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
 	for _, id := range []string{"a", "b", "c"} {
-		post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: "user", entityId: %q, feature: "f"},
+		gatewaytest.Post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: "user", entityId: %q, feature: "f"},
 			items: [{value: "story-%s"}, {value: "old", timestamp: "2020-01-01T00:00:00Z"}]) { added } }`, id, id))
 	}
-	_, out := post(t, base, "", `query ThreeLists { entities(type: "user", entityIds: ["a", "b", "c"]) { id list(feature: "f") { items { value } } } }`)
+	_, out := gatewaytest.Post(t, base, "", `query ThreeLists { entities(type: "user", entityIds: ["a", "b", "c"]) { id list(feature: "f") { items { value } } } }`)
 	if out["errors"] != nil {
 		t.Fatalf("query: %v", out)
 	}
@@ -217,7 +218,7 @@ func checkMetrics(t *testing.T, base string) {
 func TestCanceledRequestIsCountedAsCanceled(t *testing.T) {
 	// Two pages, so that they go through the loader, which waits.
 	base := start(t, "--data-dir", t.TempDir(), "--loader-wait", "1500ms")
-	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
+	gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/graphql",

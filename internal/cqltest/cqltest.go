@@ -1,7 +1,8 @@
 // Package cqltest connects tests to the real CQL server that the project's
 // test command starts (scripts/test), or to any cluster named by
-// LISTGATE_TEST_CQL_HOSTS. Tests that need it fail, never skip, when it is
-// not there.
+// LISTGATE_TEST_CQL_HOSTS, and starts nodes of a test's own through
+// scripts/cassandra. When the server, Java or the script is missing,
+// testenv decides whether the test fails or is skipped.
 package cqltest
 
 import (
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/internal/testenv"
 	"github.com/listgate/listgate/store/cql"
 )
 
@@ -27,12 +29,13 @@ var (
 	keyspaces = map[cql.RemoveStrategy]string{} // one per strategy: an index changes what may be written
 )
 
-// Hosts returns the test cluster's hosts, failing the test if none is set.
+// Hosts returns the test cluster's hosts. When none is set, or the first
+// does not answer, the test ends through testenv.Missing.
 func Hosts(t testing.TB) []string {
 	t.Helper()
 	v := os.Getenv(HostsEnv)
 	if v == "" {
-		t.Fatalf("no CQL server for this test: run it through `make test` (which starts Apache Cassandra), or set %s=host:port", HostsEnv)
+		testenv.Missing(t, "no CQL server (%s=host:port is not set)", HostsEnv)
 	}
 	hosts := strings.Split(v, ",")
 	addr := hosts[0]
@@ -40,7 +43,7 @@ func Hosts(t testing.TB) []string {
 		addr = net.JoinHostPort(addr, "9042")
 	}
 	if c, err := net.DialTimeout("tcp", addr, 3*time.Second); err != nil {
-		t.Fatalf("no CQL server answers at %s (%s): %v", addr, HostsEnv, err)
+		testenv.Missing(t, "no CQL server answers at %s (%s): %v", addr, HostsEnv, err)
 	} else {
 		c.Close()
 	}
@@ -104,9 +107,12 @@ type Node struct {
 }
 
 // StartNode starts a fresh node on addr (127.0.0.2, say) and stops and
-// deletes it when the test ends. env adds CASSANDRA_* settings.
+// deletes it when the test ends. env adds CASSANDRA_* settings. Without
+// Java or scripts/cassandra the test ends through testenv.Missing.
 func StartNode(t testing.TB, addr string, env ...string) *Node {
 	t.Helper()
+	testenv.Program(t, "java", "a JDK 17 on PATH, which scripts/cassandra runs Cassandra nodes with")
+	testenv.Program(t, filepath.Join(repoRoot(t), "scripts", "cassandra"), "the script that runs Cassandra nodes for tests")
 	n := &Node{t: t, Addr: addr, env: append([]string{
 		"CASSANDRA_CLUSTER=listgate-" + strings.ReplaceAll(addr, ".", "-"),
 		"CASSANDRA_UNSAFE_SYSTEM=false",  // the schema must survive Kill

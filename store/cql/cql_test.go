@@ -13,6 +13,7 @@ import (
 func TestConformance(t *testing.T) {
 	for _, strategy := range []cql.RemoveStrategy{cql.RemoveByScan, cql.RemoveByIndex} {
 		t.Run(string(strategy), func(t *testing.T) {
+			cqltest.Hosts(t) // once here, not in every case of the suite
 			storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 				cfg := cqltest.Config(t, strategy)
 				cfg.Now = now

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -17,20 +17,22 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/listgate/listgate/internal/gatewaytest"
+	"github.com/listgate/listgate/internal/testenv"
 )
 
-// browser starts a headless Chromium (Debian's, installed by .ci/run) with
-// a fresh profile (a temporary folder chromedp makes and removes). Every request to anything but loopback goes to a proxy
-// that does not exist, so the page sees a closed network.
+// browser starts a headless Chromium (Debian's, installed by .ci/run, or
+// LISTGATE_CHROMIUM) with a fresh profile (a temporary folder chromedp
+// makes and removes). Every request to anything but loopback goes to a
+// proxy that does not exist, so the page sees a closed network.
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	path := os.Getenv("LISTGATE_CHROMIUM")
 	if path == "" {
 		path = "/usr/bin/chromium"
 	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("no Chromium at %s: install Debian's chromium (.ci/run does) or set LISTGATE_CHROMIUM: %v", path, err)
-	}
+	path = testenv.Program(t, path, "Chromium: install Debian's chromium, as .ci/run does, or set LISTGATE_CHROMIUM")
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.NoSandbox,
@@ -81,10 +83,12 @@ func watch(ctx context.Context) *pageLog {
 	return l
 }
 
+// artifact writes a file for a person to look at: into LISTGATE_ARTIFACTS,
+// or the repository's .run/artifacts.
 func artifact(t *testing.T, name string, data []byte) string {
 	dir := os.Getenv("LISTGATE_ARTIFACTS")
 	if dir == "" {
-		dir = filepath.Join(".run", "artifacts")
+		dir = filepath.Join("..", ".run", "artifacts")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -100,14 +104,14 @@ func artifact(t *testing.T, name string, data []byte) string {
 // its example query through the UI, with the header editor's Authorization.
 func TestPlaygroundInBrowser(t *testing.T) {
 	began := time.Now()
-	base := start(t, "--data-dir", t.TempDir())
-	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "reading_history", valueType: STRING, ttlSeconds: 2592000}) { key } }`)
+	ctx := browser(t)
+	base := startGateway(t).base
+	gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "reading_history", valueType: STRING, ttlSeconds: 2592000}) { key } }`)
 	hour := time.Now().UTC().Truncate(time.Hour)
-	post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: "user", entityId: "u1", feature: "reading_history"},
+	gatewaytest.Post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: "user", entityId: "u1", feature: "reading_history"},
 		items: [{value: "story1", timestamp: %q}, {value: "story2", timestamp: %q}]) { added } }`,
 		hour.Add(-2*time.Hour).Format(time.RFC3339), hour.Add(-time.Hour).Format(time.RFC3339)))
 
-	ctx := browser(t)
 	log := watch(ctx)
 	var result, docs string
 	var shot []byte
@@ -174,14 +178,14 @@ func TestPlaygroundInBrowser(t *testing.T) {
 // A page on another origin may call /graphql only when that origin is
 // listed.
 func TestCORSInBrowser(t *testing.T) {
+	ctx := browser(t)
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "<!doctype html><title>another origin</title>")
 	}))
 	defer other.Close()
-	allowed := start(t, "--data-dir", t.TempDir(), "--cors-origins", other.URL)
-	notListed := start(t, "--data-dir", t.TempDir(), "--cors-origins", "https://app.example.com")
+	allowed := startGateway(t, "LISTGATE_CORS_ORIGINS="+other.URL).base
+	notListed := startGateway(t, "LISTGATE_CORS_ORIGINS=https://app.example.com").base
 
-	ctx := browser(t)
 	call := func(base string) string {
 		var out string
 		js := fmt.Sprintf(`fetch(%q, {method: 'POST', headers: {'Content-Type': 'application/json', 'Authorization': 'Bearer x'},

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/listgate/listgate/internal/gatewaytest"
+	"github.com/listgate/listgate/internal/testenv"
 )
 
 // readBackInJS reads each list through Node's fetch and JSON.parse (what
@@ -38,11 +41,8 @@ console.log(JSON.stringify(seen));
 // what it reads is what was stored, and what it sends back is the same
 // item. 64-bit integers beyond ±(2^53−1) travel as strings.
 func TestJavaScriptClientReadsValuesExactly(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("this test needs Node.js (node on PATH): it reads values back as a JavaScript client does")
-	}
-	base := start(t, "--data-dir", t.TempDir())
+	node := testenv.Program(t, "node", "Node.js on PATH: this test reads values back as a JavaScript client does")
+	base := startGateway(t).base
 	entityType := "user"
 	cases := []struct {
 		feature, valueType string
@@ -61,7 +61,7 @@ func TestJavaScriptClientReadsValuesExactly(t *testing.T) {
 	var features []string
 	now := time.Now().Truncate(time.Second)
 	for _, c := range cases {
-		_, out := post(t, base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: %q, valueType: %s, ttlSeconds: 3600}) { key } }`, entityType, c.feature, c.valueType))
+		_, out := gatewaytest.Post(t, base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: %q, valueType: %s, ttlSeconds: 3600}) { key } }`, entityType, c.feature, c.valueType))
 		if out["errors"] != nil {
 			t.Fatal(out)
 		}
@@ -70,7 +70,7 @@ func TestJavaScriptClientReadsValuesExactly(t *testing.T) {
 			items = append(items, map[string]any{"value": v, "timestamp": now.Add(time.Duration(i)*time.Second + 123456789).Format(time.RFC3339Nano)})
 		}
 		vars, _ := json.Marshal(map[string]any{"items": items})
-		_, out = postBody(t, base, "", map[string]any{"variables": json.RawMessage(vars), "query": fmt.Sprintf(`mutation($items: [ListItemInput!]!) { addListItems(list: {entityType: %q, entityId: "js", feature: %q}, items: $items) { added } }`, entityType, c.feature)})
+		_, out = gatewaytest.PostRequest(t, base, "", map[string]any{"variables": json.RawMessage(vars), "query": fmt.Sprintf(`mutation($items: [ListItemInput!]!) { addListItems(list: {entityType: %q, entityId: "js", feature: %q}, items: $items) { added } }`, entityType, c.feature)})
 		if fmt.Sprint(out["data"]) != fmt.Sprintf("map[addListItems:map[added:%d]]", len(c.in)) {
 			t.Fatalf("%s: %v", c.feature, out)
 		}
@@ -89,7 +89,7 @@ func TestJavaScriptClientReadsValuesExactly(t *testing.T) {
 		if got, want := decode(t, seen[c.feature]), decode(t, []byte(c.seen)); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: JavaScript read %s, want %s", c.feature, seen[c.feature], c.seen)
 		}
-		_, out := post(t, base, "", fmt.Sprintf(`{ listItems(entityType: %q, entityId: "js", feature: %q) { items { cursor } } }`, entityType, c.feature))
+		_, out := gatewaytest.Post(t, base, "", fmt.Sprintf(`{ listItems(entityType: %q, entityId: "js", feature: %q) { items { cursor } } }`, entityType, c.feature))
 		if n := strings.Count(fmt.Sprint(out["data"]), "cursor:"); n != len(c.in) {
 			t.Errorf("%s: %d items after JavaScript added back what it read, want %d: it changed a value or a timestamp", c.feature, n, len(c.in))
 		}

@@ -1,9 +1,9 @@
-package main
+package e2e
 
 // Attack tests (issue 11): the requests that once crashed, stalled or
 // bloated the gateway, each sent to a gateway running as a separate process
-// (this test binary, as startProcess runs it) on the embedded store in dev
-// mode, with introspection on. Each test asserts that
+// (the listgate command, as startGateway runs it) on the embedded store in
+// dev mode, with introspection on. Each test asserts that
 //
 //   - the attack is answered with a clear error (a GraphQL error with
 //     extensions.code, naming the flag that bounds it), or served within
@@ -26,8 +26,8 @@ package main
 // lawfully let the heap grow to 1 GiB, so a bound under that needs the
 // limit set. The issue's reproductions reached 1.2 to 4 GB.
 //
-// A gateway whose RSS passes attackRSSKill is killed at once: the test fails
-// fast, and the machine running it is spared the gigabytes of the old
+// A gateway whose RSS passes gatewayRSSKill is killed at once: the test
+// fails fast, and the machine running it is spared the gigabytes of the old
 // reproductions. Every request has a client timeout, every loop a count or
 // a deadline, and every gateway is killed when its test ends.
 
@@ -37,10 +37,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +48,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/introspection"
 
+	"github.com/listgate/listgate/internal/gatewaytest"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/embedded"
 )
@@ -58,169 +57,37 @@ const (
 	// attackTimeout is the --request-timeout of the gateways below (the
 	// default, set explicitly) unless a test sets another.
 	attackTimeout = 10 * time.Second
-	// attackMargin is how long past its request timeout an answer may come.
-	attackMargin = 5 * time.Second
 	// attackRefusal bounds a refusal made before parsing or validation
 	// finishes: such documents must cost no CPU to speak of.
 	attackRefusal = 2 * time.Second
 	// attackMemoryLimit and attackRSSBound: see the file comment.
 	attackMemoryLimit = "384MiB"
 	attackRSSBound    = 512 << 20
-	// attackRSSKill: past this the gateway is killed and the test fails.
-	attackRSSKill = 2 << 30
-	// attackBodyCap bounds what the test reads of one response.
-	attackBodyCap = 64 << 20
 	// attackMaxBody is --max-body-bytes (the default, 1 MiB): every attack
 	// document fits in it, so that no attack is refused for its size alone.
 	attackMaxBody = 1 << 20
 )
 
-// attackGateway is a gateway process under attack.
-type attackGateway struct {
-	t       *testing.T
-	cmd     *exec.Cmd
-	base    string
-	timeout time.Duration // its --request-timeout
-	client  *http.Client
-	stderr  *lockedBuffer
-	exited  chan struct{}
-	exitErr error // once exited is closed
-	mem     *memWatch
-}
-
-// lockedBuffer keeps the gateway's log lines for tests that look for one.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// gatewayBinary builds the listgate command once, as `go build` does: the
-// memory and CPU measured must be the product's, not those of this test
-// binary, which `make test` builds with the race detector (5–10 times the
-// memory, several times the CPU).
-var gatewayBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "listgate-attack")
-	if err != nil {
-		return "", err
-	}
-	bin := dir + "/listgate"
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
-// startAttackGateway runs the listgate command (gatewayBinary) on the
-// embedded store in dataDir, and keeps the process (for its pid, its memory
-// and SIGTERM) and its log.
-// env (LISTGATE_* settings) comes after the defaults and wins. The process
-// is killed when the test ends.
-func startAttackGateway(t *testing.T, dataDir string, env ...string) *attackGateway {
+// startAttackGateway runs the listgate command (startGateway) on the
+// embedded store in dataDir, with the request timeout and memory limit of
+// the attacks, and writes what the normal traffic reads. env comes after
+// these and wins.
+func startAttackGateway(t *testing.T, dataDir string, env ...string) *gateway {
 	t.Helper()
-	g := &attackGateway{t: t, timeout: attackTimeout, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	bin, err := gatewayBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin)
-	for _, kv := range os.Environ() {
-		// The collector's settings are the test's to choose.
-		if !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env,
-		"LISTGATE_LISTEN=127.0.0.1:0",
-		"LISTGATE_DATA_DIR="+dataDir,
-		"LISTGATE_REQUEST_TIMEOUT="+attackTimeout.String(),
-		"LISTGATE_MEMORY_LIMIT="+attackMemoryLimit,
-		"LISTGATE_LOG_LEVEL=warn", // no line per request: the floods send thousands
-	)
-	cmd.Env = append(cmd.Env, env...) // later entries win
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "LISTGATE_REQUEST_TIMEOUT="); ok {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g.timeout = d
-		}
-	}
-	out := &lineWriter{addr: make(chan string, 1)}
-	cmd.Stdout = out
-	cmd.Stderr = io.MultiWriter(testLog{t}, g.stderr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	g.cmd = cmd
-	go func() {
-		g.exitErr = cmd.Wait()
-		close(g.exited)
-	}()
-	g.mem = watchMemory(cmd.Process.Pid, g.exited, func() { cmd.Process.Kill() })
-	t.Cleanup(func() {
-		g.mem.stop()
-		cmd.Process.Kill()
-		select {
-		case <-g.exited:
-		case <-time.After(10 * time.Second):
-			t.Errorf("the gateway (pid %d) did not end 10 s after it was killed", cmd.Process.Pid)
-		}
-	})
-	select {
-	case g.base = <-out.addr:
-	case <-g.exited:
-		t.Fatalf("the gateway exited before serving: %v", g.exitErr)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the gateway did not serve within 30 s")
-	}
-	g.client = &http.Client{
-		Timeout:   g.timeout + attackMargin,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true},
-	}
-	t.Cleanup(g.client.CloseIdleConnections)
-	g.alive()
+	g := startGateway(t, append([]string{
+		"LISTGATE_DATA_DIR=" + dataDir,
+		"LISTGATE_REQUEST_TIMEOUT=" + attackTimeout.String(),
+		"LISTGATE_MEMORY_LIMIT=" + attackMemoryLimit,
+	}, env...)...)
 	// What the normal traffic reads and writes.
 	g.mustOK(`mutation { createListFeature(input: {entityType: "user", name: "small", valueType: STRING, ttlSeconds: 86400}) { key } }`, nil)
 	g.mustOK(`mutation { addListItems(list: {entityType: "user", entityId: "n1", feature: "small"}, items: [{value: "hello"}]) { added } }`, nil)
 	return g
 }
 
-// alive fails the test now unless the process runs and /healthz answers.
-func (g *attackGateway) alive() {
-	g.t.Helper()
-	select {
-	case <-g.exited:
-		g.t.Fatalf("the gateway is gone: %v%s", g.exitErr, g.mem.note())
-	default:
-	}
-	c := &http.Client{Timeout: 3 * time.Second}
-	resp, err := c.Get(g.base + "/healthz")
-	if err != nil {
-		g.t.Fatalf("/healthz: %v%s", err, g.mem.note())
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		g.t.Fatalf("/healthz answered %d", resp.StatusCode)
-	}
-}
-
 // checkMemory fails the test if the process's resident memory passed the
 // bound: the highest VmRSS sampled and, while the process runs, VmHWM.
-func (g *attackGateway) checkMemory(what string) {
+func (g *gateway) checkMemory(what string) {
 	g.t.Helper()
 	if rss, err := procStatus(g.cmd.Process.Pid, "VmRSS"); err == nil {
 		g.mem.record(rss) // and one sample now
@@ -234,89 +101,6 @@ func (g *attackGateway) checkMemory(what string) {
 	if peak > attackRSSBound || hwm > attackRSSBound {
 		g.t.Errorf("%s: resident memory reached %d MiB (VmHWM %d MiB), more than the %d MiB bound%s", what, peak>>20, hwm>>20, attackRSSBound>>20, g.mem.note())
 	}
-}
-
-// memWatch samples a process's VmRSS every 50 ms, and kills it past
-// attackRSSKill.
-type memWatch struct {
-	mu      sync.Mutex
-	max     int64
-	samples int
-	killed  int64 // the RSS it was killed at; 0 if it was not
-	done    chan struct{}
-	once    sync.Once
-}
-
-func watchMemory(pid int, exited <-chan struct{}, kill func()) *memWatch {
-	m := &memWatch{done: make(chan struct{})}
-	go func() {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for first := true; ; first = false {
-			if !first {
-				select {
-				case <-m.done:
-					return
-				case <-exited:
-					return
-				case <-tick.C:
-				}
-			}
-			rss, err := procStatus(pid, "VmRSS")
-			if err != nil {
-				continue // exiting
-			}
-			m.record(rss)
-			if rss > attackRSSKill {
-				m.mu.Lock()
-				m.killed = rss
-				m.mu.Unlock()
-				kill()
-				return
-			}
-		}
-	}()
-	return m
-}
-
-func (m *memWatch) stop() { m.once.Do(func() { close(m.done) }) }
-
-func (m *memWatch) record(rss int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.max = max(m.max, rss)
-	m.samples++
-}
-
-func (m *memWatch) peak() (int64, int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.max, m.samples
-}
-
-// note says why the test killed the process, if it did.
-func (m *memWatch) note() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.killed > 0 {
-		return fmt.Sprintf(" (the test killed it: its RSS reached %d MiB, past %d MiB)", m.killed>>20, attackRSSKill>>20)
-	}
-	return ""
-}
-
-// procStatus reads a kB field of /proc/<pid>/status, in bytes.
-func procStatus(pid int, field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // cpuTime is the CPU time (user and system) a process has used, from
@@ -339,126 +123,19 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
-// gqlResult is one GraphQL answer as the test saw it.
-type gqlResult struct {
-	status    int
-	header    http.Header
-	body      []byte // at most attackBodyCap
-	truncated bool
-	took      time.Duration
-	err       error // transport error or client timeout
-	Data      json.RawMessage
-	Errors    []gqlError
-}
-
-type gqlError struct {
-	Message    string `json:"message"`
-	Path       []any  `json:"path"`
-	Extensions struct {
-		Code string `json:"code"`
-	} `json:"extensions"`
-}
-
-// do posts a GraphQL request, bounded by the client's timeout. It is safe
-// from any goroutine.
-func (g *attackGateway) do(query string, vars map[string]any) gqlResult {
-	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
-	if err != nil {
-		return gqlResult{err: err}
-	}
-	return g.post(body)
-}
-
-func (g *attackGateway) post(body []byte) (r gqlResult) {
-	began := time.Now()
-	defer func() { r.took = time.Since(began) }()
-	req, err := http.NewRequest(http.MethodPost, g.base+"/graphql", bytes.NewReader(body))
-	if err != nil {
-		r.err = err
-		return r
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := g.client.Do(req)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	defer resp.Body.Close()
-	r.status, r.header = resp.StatusCode, resp.Header
-	r.body, r.err = io.ReadAll(io.LimitReader(resp.Body, attackBodyCap+1))
-	if len(r.body) > attackBodyCap {
-		r.body, r.truncated = r.body[:attackBodyCap], true
-		return r
-	}
-	if r.err == nil {
-		var out struct {
-			Data   json.RawMessage `json:"data"`
-			Errors []gqlError      `json:"errors"`
-		}
-		if err := json.Unmarshal(r.body, &out); err != nil {
-			r.err = fmt.Errorf("response is not JSON: %v", err)
-		}
-		r.Data, r.Errors = out.Data, out.Errors
-	}
-	return r
-}
-
-// hasData reports whether the answer carries data (not absent, not null).
-func (r gqlResult) hasData() bool { return len(r.Data) > 0 && string(r.Data) != "null" }
-
-func (r gqlResult) String() string {
-	body := r.body
-	if len(body) > 400 {
-		body = append(body[:400:400], "…"...)
-	}
-	return fmt.Sprintf("after %v: status %d, %d bytes (truncated %v), err %v: %s", r.took.Round(time.Millisecond), r.status, len(r.body), r.truncated, r.err, body)
-}
-
-// codes lists the answer's error codes, "" for an error without one.
-func (r gqlResult) codes() []string {
-	var c []string
-	for _, e := range r.Errors {
-		c = append(c, e.Extensions.Code)
-	}
-	return c
-}
-
-// problem says what is wrong with an answer that should be a normal
-// success, or "".
-func (r gqlResult) problem() string {
-	switch {
-	case r.err != nil || r.truncated:
-		return r.String()
-	case strings.TrimSpace(string(r.body)) == "null":
-		return "a bare null body " + r.String()
-	case r.status != http.StatusOK || len(r.Errors) > 0 || !r.hasData():
-		return r.String()
-	}
-	return ""
-}
-
-func (g *attackGateway) mustOK(query string, vars map[string]any) gqlResult {
-	g.t.Helper()
-	r := g.do(query, vars)
-	if p := r.problem(); p != "" {
-		g.t.Fatalf("%.200s\nanswered %s%s", query, p, g.mem.note())
-	}
-	return r
-}
-
 // wantRefused checks that an answer is an error with code, whose message
 // names one of flags, that came within the given time.
-func (g *attackGateway) wantRefused(what string, r gqlResult, within time.Duration, code string, flags ...string) {
+func (g *gateway) wantRefused(what string, r gatewaytest.Answer, within time.Duration, code string, flags ...string) {
 	g.t.Helper()
 	switch {
-	case r.err != nil:
+	case r.Err != nil:
 		g.t.Errorf("%s: no answer: %s%s", what, r, g.mem.note())
 		return
-	case strings.TrimSpace(string(r.body)) == "null":
+	case strings.TrimSpace(string(r.Body)) == "null":
 		g.t.Errorf("%s: a bare null body, no error: %s", what, r)
 		return
-	case r.took > within:
-		g.t.Errorf("%s: answered after %v, more than %v", what, r.took.Round(time.Millisecond), within)
+	case r.Took > within:
+		g.t.Errorf("%s: answered after %v, more than %v", what, r.Took.Round(time.Millisecond), within)
 	}
 	for _, e := range r.Errors {
 		if e.Extensions.Code != code {
@@ -466,7 +143,7 @@ func (g *attackGateway) wantRefused(what string, r gqlResult, within time.Durati
 		}
 		for _, f := range flags {
 			if strings.Contains(e.Message, f) {
-				g.t.Logf("%s: refused after %v: %s: %s", what, r.took.Round(time.Millisecond), code, e.Message)
+				g.t.Logf("%s: refused after %v: %s: %s", what, r.Took.Round(time.Millisecond), code, e.Message)
 				return
 			}
 		}
@@ -493,7 +170,7 @@ var normalQueries = []string{
 	`mutation { addListItems(list: {entityType: "user", entityId: "n2", feature: "small"}, items: [{value: "x"}]) { added } }`,
 }
 
-func (g *attackGateway) normalTraffic(extra ...string) *traffic {
+func (g *gateway) normalTraffic(extra ...string) *traffic {
 	tr := &traffic{stop: make(chan struct{}), done: make(chan struct{})}
 	queries := append(append([]string{}, normalQueries...), extra...)
 	go func() {
@@ -511,8 +188,8 @@ func (g *attackGateway) normalTraffic(extra ...string) *traffic {
 			}
 			r := g.do(queries[i%len(queries)], nil)
 			tr.mu.Lock()
-			tr.slowest = max(tr.slowest, r.took)
-			if p := r.problem(); p != "" {
+			tr.slowest = max(tr.slowest, r.Took)
+			if p := r.Problem(); p != "" {
 				tr.failed = append(tr.failed, fmt.Sprintf("%.80s: %s", queries[i%len(queries)], p))
 			} else {
 				tr.ok++
@@ -607,10 +284,10 @@ func TestAttackIntrospectionBomb(t *testing.T) {
 		q := bomb(c.k)
 		what := fmt.Sprintf("bomb k=%d (%d bytes)", c.k, len(q))
 		r := g.do(q, nil)
-		if c.mayServe && r.problem() == "" && len(r.body) <= servedBound && r.took <= g.timeout+attackMargin {
-			t.Logf("%s: served within bounds: %d bytes after %v", what, len(r.body), r.took.Round(time.Millisecond))
+		if c.mayServe && r.Problem() == "" && len(r.Body) <= servedBound && r.Took <= g.timeout+answerMargin {
+			t.Logf("%s: served within bounds: %d bytes after %v", what, len(r.Body), r.Took.Round(time.Millisecond))
 		} else {
-			g.wantRefused(what, r, g.timeout+attackMargin, "BAD_USER_INPUT", c.flags...)
+			g.wantRefused(what, r, g.timeout+answerMargin, "BAD_USER_INPUT", c.flags...)
 		}
 		g.alive()
 	}
@@ -659,20 +336,20 @@ func TestAttackLargeValuesTimesAliases(t *testing.T) {
 	tr := g.normalTraffic()
 
 	r := g.do(aliases(`listItems(entityType: "user", entityId: "u1", feature: "big", limit: 1000) { items { value } }`), nil)
-	g.wantRefused("20 × listItems(limit: 1000) of 32 KB values", r, g.timeout+attackMargin, "BAD_USER_INPUT", "--max-response-bytes")
-	if len(r.body) > responseBound {
-		t.Errorf("listItems aliases: a response of %d bytes, more than %d", len(r.body), responseBound)
+	g.wantRefused("20 × listItems(limit: 1000) of 32 KB values", r, g.timeout+answerMargin, "BAD_USER_INPUT", "--max-response-bytes")
+	if len(r.Body) > responseBound {
+		t.Errorf("listItems aliases: a response of %d bytes, more than %d", len(r.Body), responseBound)
 	}
 	g.alive()
 	peak, _ := g.mem.peak()
 	t.Logf("peak VmRSS so far: %d MiB", peak>>20)
 
 	r = g.do(aliases(`entity(type: "user", entityId: "u1") { list(feature: "big", limit: 1000) { items { value } } }`), nil)
-	g.wantRefused("20 × entity.list(limit: 1000) of 32 KB values", r, g.timeout+attackMargin, "BAD_USER_INPUT", "--max-response-bytes")
-	if len(r.body) > responseBound {
-		t.Errorf("entity.list aliases: a response of %d bytes, more than %d", len(r.body), responseBound)
+	g.wantRefused("20 × entity.list(limit: 1000) of 32 KB values", r, g.timeout+answerMargin, "BAD_USER_INPUT", "--max-response-bytes")
+	if len(r.Body) > responseBound {
+		t.Errorf("entity.list aliases: a response of %d bytes, more than %d", len(r.Body), responseBound)
 	}
-	if r.err == nil {
+	if r.Err == nil {
 		var data map[string]struct {
 			List *struct{ Items []json.RawMessage } `json:"list"`
 		}
@@ -686,7 +363,7 @@ func TestAttackLargeValuesTimesAliases(t *testing.T) {
 		if stood == 0 {
 			t.Errorf("entity.list aliases: no list stands; the ones that fit the limit should (%d of 20 errors)", len(r.Errors))
 		}
-		t.Logf("entity.list aliases: %d lists served, %d errors, %d bytes", stood, len(r.Errors), len(r.body))
+		t.Logf("entity.list aliases: %d lists served, %d errors, %d bytes", stood, len(r.Errors), len(r.Body))
 	}
 	g.alive()
 	peak, _ = g.mem.peak()
@@ -698,7 +375,7 @@ func TestAttackLargeValuesTimesAliases(t *testing.T) {
 	for i := range 4 {
 		wg.Go(func() {
 			r := g.do(aliases(`listItems(entityType: "user", entityId: "u1", feature: "big", limit: 1000) { items { value } }`), nil)
-			g.wantRefused(fmt.Sprintf("client %d of 4: 20 × listItems(limit: 1000)", i), r, g.timeout+attackMargin, "BAD_USER_INPUT", "--max-response-bytes")
+			g.wantRefused(fmt.Sprintf("client %d of 4: 20 × listItems(limit: 1000)", i), r, g.timeout+answerMargin, "BAD_USER_INPUT", "--max-response-bytes")
 		})
 	}
 	wg.Wait()
@@ -772,13 +449,13 @@ func TestAttackPoisonItem(t *testing.T) {
 		r := g.do(add, map[string]any{"v": json.RawMessage(c.value)})
 		switch {
 		case c.refused:
-			g.wantRefused("add "+c.what, r, g.timeout+attackMargin, "BAD_USER_INPUT", "64")
-			if r.hasData() && strings.Contains(string(r.Data), `"added":1`) {
+			g.wantRefused("add "+c.what, r, g.timeout+answerMargin, "BAD_USER_INPUT", "64")
+			if r.HasData() && strings.Contains(string(r.Data), `"added":1`) {
 				t.Errorf("add %s: written: %s", c.what, r.Data)
 				accepted++ // it will be read below
 			}
-		case r.problem() != "":
-			t.Errorf("add %s: %s", c.what, r.problem())
+		case r.Problem() != "":
+			t.Errorf("add %s: %s", c.what, r.Problem())
 		default:
 			accepted++
 		}
@@ -787,7 +464,7 @@ func TestAttackPoisonItem(t *testing.T) {
 	accepted++
 	// Every value the gateway took reads back, with the one holding "<".
 	r := g.do(`{ entity(type: "user", entityId: "adds") { list(feature: "doc", limit: 100) { items { value } } } }`, nil)
-	if p := r.problem(); p != "" {
+	if p := r.Problem(); p != "" {
 		t.Errorf("reading the values the gateway accepted: %s", p)
 	} else if n := bytes.Count(r.Data, []byte(`"value":`)); n != accepted || !bytes.Contains(r.Data, []byte(`\u003cb\u003e`)) && !bytes.Contains(r.Data, []byte(`<b>`)) {
 		t.Errorf("reading the values the gateway accepted: %d values, want %d: %.300s", n, accepted, r.Data)
@@ -807,7 +484,7 @@ func TestAttackPoisonItem(t *testing.T) {
 		} `json:"c"`
 	}
 	switch {
-	case r.err != nil || r.status != http.StatusOK:
+	case r.Err != nil || r.Status != http.StatusOK:
 		t.Errorf("poisoned and clean lists: %s", r)
 	case len(r.Errors) != 1 || r.Errors[0].Extensions.Code != "INTERNAL" || fmt.Sprint(r.Errors[0].Path) != "[p list]":
 		t.Errorf("poisoned and clean lists: want one INTERNAL error at p.list; got %s", r)
@@ -815,7 +492,7 @@ func TestAttackPoisonItem(t *testing.T) {
 		t.Errorf("poisoned and clean lists: want p.list null and c.list served; got %s", r)
 	}
 	r = g.do(`{ listItems(entityType: "user", entityId: "poisoned", feature: "doc") { items { value } } }`, nil)
-	if r.err != nil || len(r.Errors) == 0 || r.Errors[0].Extensions.Code != "INTERNAL" {
+	if r.Err != nil || len(r.Errors) == 0 || r.Errors[0].Extensions.Code != "INTERNAL" {
 		t.Errorf("listItems of the poisoned list: want an INTERNAL error; got %s", r)
 	}
 	// A log line says so (the log level is warn: nothing else is logged).
@@ -865,7 +542,7 @@ func TestAttackParsedQueryCache(t *testing.T) {
 	}
 	tr := g.normalTraffic()
 	var wg sync.WaitGroup
-	results := make([]gqlResult, len(docs))
+	results := make([]gatewaytest.Answer, len(docs))
 	next := make(chan int)
 	for range 2 {
 		wg.Go(func() {
@@ -886,17 +563,17 @@ sending:
 	wg.Wait()
 	failures := 0
 	for i, r := range results {
-		codes := strings.Join(r.codes(), ",")
-		if r.err != nil || r.hasData() || (codes != "BAD_USER_INPUT" && codes != "FORBIDDEN") || r.took > g.timeout+attackMargin {
+		codes := strings.Join(r.Codes(), ",")
+		if r.Err != nil || r.HasData() || (codes != "BAD_USER_INPUT" && codes != "FORBIDDEN") || r.Took > g.timeout+answerMargin {
 			if failures++; failures <= 5 {
-				t.Errorf("%s: want one error, BAD_USER_INPUT or FORBIDDEN, within %v; got %s%s", docs[i].what, g.timeout+attackMargin, r, g.mem.note())
+				t.Errorf("%s: want one error, BAD_USER_INPUT or FORBIDDEN, within %v; got %s%s", docs[i].what, g.timeout+answerMargin, r, g.mem.note())
 			}
 		}
 	}
 	if failures > 5 {
 		t.Errorf("… %d documents in all were not refused as they should be", failures)
 	}
-	t.Logf("first refusal: %s", strings.Join(results[0].codes(), ","))
+	t.Logf("first refusal: %s", strings.Join(results[0].Codes(), ","))
 	g.alive()
 	tr.finish(t)
 	g.checkMemory(fmt.Sprintf("%d distinct refused documents of 480 KB", len(docs)))
@@ -999,7 +676,7 @@ func TestAttackValidationCost(t *testing.T) {
 					return
 				default:
 				}
-				if r := g.post(bodies[0]); r.err != nil {
+				if r := g.post(bodies[0]); r.Err != nil {
 					time.Sleep(10 * time.Millisecond) // refused connections, after SIGTERM
 				}
 			}
@@ -1012,7 +689,7 @@ func TestAttackValidationCost(t *testing.T) {
 
 // sigterm sends SIGTERM and fails the test unless the process exits 0
 // within its shutdown timeout (plus 2 s for the process to wind down).
-func (g *attackGateway) sigterm(shutdownTimeout time.Duration) {
+func (g *gateway) sigterm(shutdownTimeout time.Duration) {
 	g.t.Helper()
 	g.alive()
 	sent := time.Now()
@@ -1047,33 +724,33 @@ func TestAttackPastTheDeadline(t *testing.T) {
 		return "query " + name + " {" + strings.Repeat(" a:__typename", 4000) + " }"
 	}
 	r := g.do(slow("Slow1"), nil)
-	codes := strings.Join(r.codes(), ",")
+	codes := strings.Join(r.Codes(), ",")
 	switch {
-	case r.err != nil:
+	case r.Err != nil:
 		t.Errorf("no answer: %s", r)
-	case strings.TrimSpace(string(r.body)) == "null":
+	case strings.TrimSpace(string(r.Body)) == "null":
 		t.Errorf("a bare null body: %s", r)
-	case r.took > timeout+attackMargin:
-		t.Errorf("answered after %v, past --request-timeout %v and a margin of %v", r.took.Round(time.Millisecond), timeout, attackMargin)
-	case len(r.Errors) == 0 && r.hasData():
-		t.Logf("served within the deadline, after %v", r.took.Round(time.Millisecond))
+	case r.Took > timeout+answerMargin:
+		t.Errorf("answered after %v, past --request-timeout %v and a margin of %v", r.Took.Round(time.Millisecond), timeout, answerMargin)
+	case len(r.Errors) == 0 && r.HasData():
+		t.Logf("served within the deadline, after %v", r.Took.Round(time.Millisecond))
 	case codes != "TIMEOUT" && codes != "UNAVAILABLE":
 		t.Errorf("want an error with code TIMEOUT; got %s", r)
 	default:
-		t.Logf("answered %s after %v (deadline %v)", codes, r.took.Round(time.Millisecond), timeout)
+		t.Logf("answered %s after %v (deadline %v)", codes, r.Took.Round(time.Millisecond), timeout)
 	}
 	g.alive()
 	g.checkMemory("a request past its deadline")
 
 	// SIGTERM while one runs.
-	answered := make(chan gqlResult, 1)
+	answered := make(chan gatewaytest.Answer, 1)
 	go func() { answered <- g.do(slow("Slow2"), nil) }()
 	time.Sleep(200 * time.Millisecond)
 	g.sigterm(shutdownTimeout)
 	select {
 	case r := <-answered:
 		t.Logf("the request running at SIGTERM: %s", r)
-	case <-time.After(timeout + attackMargin):
+	case <-time.After(timeout + answerMargin):
 		t.Error("the request running at SIGTERM neither answered nor failed")
 	}
 }
@@ -1109,7 +786,7 @@ func TestAttackConcurrentEntities(t *testing.T) {
 	flood := `query Flood { entities(type: "user", entityIds: [` + strings.Join(ids, ",") +
 		`]) { id list(feature: "feed", limit: 20) { items { value timestamp } } } }`
 	first := g.mustOK(flood, nil)
-	t.Logf("one reply: %d bytes in %v", len(first.body), first.took.Round(time.Millisecond))
+	t.Logf("one reply: %d bytes in %v", len(first.Body), first.Took.Round(time.Millisecond))
 
 	tr := g.normalTraffic()
 	const clients, attack = 32, 10 * time.Second
@@ -1131,12 +808,12 @@ func TestAttackConcurrentEntities(t *testing.T) {
 				}
 				r := g.do(flood, nil)
 				mu.Lock()
-				slowest = max(slowest, r.took)
-				codes := strings.Join(r.codes(), ",")
+				slowest = max(slowest, r.Took)
+				codes := strings.Join(r.Codes(), ",")
 				switch {
-				case r.problem() == "":
+				case r.Problem() == "":
 					outcomes["served"]++
-				case r.err == nil && !r.truncated && (codes == "TIMEOUT" || codes == "UNAVAILABLE") && r.took <= g.timeout+attackMargin:
+				case r.Err == nil && !r.Truncated && (codes == "TIMEOUT" || codes == "UNAVAILABLE") && r.Took <= g.timeout+answerMargin:
 					outcomes[codes]++
 				default:
 					bad = append(bad, r.String())
@@ -1152,7 +829,7 @@ func TestAttackConcurrentEntities(t *testing.T) {
 			t.Errorf("… and %d more", len(bad)-5)
 			break
 		}
-		t.Errorf("an entities request: want data, or TIMEOUT or UNAVAILABLE within %v; got %s%s", g.timeout+attackMargin, b, g.mem.note())
+		t.Errorf("an entities request: want data, or TIMEOUT or UNAVAILABLE within %v; got %s%s", g.timeout+answerMargin, b, g.mem.note())
 	}
 	if outcomes["served"] == 0 {
 		t.Error("no entities request was served")

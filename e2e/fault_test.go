@@ -1,7 +1,6 @@
-package main
+package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/internal/gatewaytest"
 )
 
 // readyz asks /readyz and reports its status and how long it took.
@@ -46,20 +46,20 @@ func waitReady(t *testing.T, base string, want int, limit time.Duration) time.Du
 // again once it is back, and the gateway serves again without a restart.
 func TestReadinessFollowsTheStore(t *testing.T) {
 	node := cqltest.StartNode(t, "127.0.0.2")
-	base := start(t, "--cql-hosts", node.Addr, "--cql-keyspace", "ready", "--migrate", "--cql-timeout", "2s")
+	base := startGateway(t, "LISTGATE_CQL_HOSTS="+node.Addr, "LISTGATE_CQL_KEYSPACE=ready", "LISTGATE_MIGRATE=true", "LISTGATE_CQL_TIMEOUT=2s").base
 	waitReady(t, base, http.StatusOK, 10*time.Second)
-	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
+	gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
 
 	node.Kill()
 	down := waitReady(t, base, http.StatusServiceUnavailable, 15*time.Second)
-	_, out := post(t, base, "", `{ listItems(entityType: "user", entityId: "u1", feature: "f") { hasMore } }`)
+	_, out := gatewaytest.Post(t, base, "", `{ listItems(entityType: "user", entityId: "u1", feature: "f") { hasMore } }`)
 	if errs, _ := out["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["extensions"].(map[string]any)["code"] != "UNAVAILABLE" {
 		t.Fatalf("a read with the node down: %v", out)
 	}
 
 	node.Start()
 	up := waitReady(t, base, http.StatusOK, 60*time.Second)
-	_, out = post(t, base, "", `{ listItems(entityType: "user", entityId: "u1", feature: "f") { hasMore } }`)
+	_, out = gatewaytest.Post(t, base, "", `{ listItems(entityType: "user", entityId: "u1", feature: "f") { hasMore } }`)
 	if out["errors"] != nil {
 		t.Fatalf("a read after the node came back: %v", out)
 	}
@@ -81,8 +81,8 @@ type addRecord struct {
 func TestNoAcknowledgedAddIsLost(t *testing.T) {
 	node := cqltest.StartNode(t, "127.0.0.2")
 	const timeout = 3 * time.Second
-	base := start(t, "--cql-hosts", node.Addr, "--cql-keyspace", "faults", "--migrate", "--cql-timeout", "1s", "--request-timeout", timeout.String())
-	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
+	base := startGateway(t, "LISTGATE_CQL_HOSTS="+node.Addr, "LISTGATE_CQL_KEYSPACE=faults", "LISTGATE_MIGRATE=true", "LISTGATE_CQL_TIMEOUT=1s", "LISTGATE_REQUEST_TIMEOUT="+timeout.String()).base
+	gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
 
 	var (
 		mu      sync.Mutex
@@ -93,23 +93,14 @@ func TestNoAcknowledgedAddIsLost(t *testing.T) {
 		client  = &http.Client{Timeout: 2 * timeout}
 	)
 	send := func(query string) (string, time.Duration) {
-		began := time.Now()
-		resp, err := client.Post(base+"/graphql", "application/json", strings.NewReader(query))
-		if err != nil {
-			return "transport: " + err.Error(), time.Since(began)
+		r := gatewaytest.Send(client, base, "", []byte(query))
+		switch {
+		case r.Err != nil:
+			return "transport: " + r.Err.Error(), r.Took
+		case len(r.Errors) > 0:
+			return r.Errors[0].Extensions.Code, r.Took
 		}
-		defer resp.Body.Close()
-		var out struct {
-			Data   json.RawMessage
-			Errors []struct{ Extensions struct{ Code string } }
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			return "undecodable", time.Since(began)
-		}
-		if len(out.Errors) > 0 {
-			return out.Errors[0].Extensions.Code, time.Since(began)
-		}
-		return "", time.Since(began)
+		return "", r.Took
 	}
 	for w := range 6 {
 		workers.Go(func() {
@@ -212,7 +203,7 @@ func batchesPresent(t *testing.T, base string, entities int) map[string]int {
 		after := "null"
 		for {
 			q := fmt.Sprintf(`{ listItems(entityType: "user", entityId: "e%d", feature: "f", limit: 1000, after: %s) { items { value } hasMore endCursor } }`, e, after)
-			_, out := post(t, base, "", q)
+			_, out := gatewaytest.Post(t, base, "", q)
 			if out["errors"] != nil {
 				t.Fatalf("reading e%d back: %v", e, out["errors"])
 			}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/internal/gatewaytest"
 )
 
 // Three nodes, replication factor 3, LOCAL_QUORUM: with one node killed,
@@ -21,9 +22,9 @@ func TestClusterKeepsServingWithANodeDown(t *testing.T) {
 	for _, n := range nodes {
 		hosts = append(hosts, n.Host())
 	}
-	base := start(t, "--cql-hosts", strings.Join(hosts, ","), "--cql-keyspace", "three", "--migrate",
-		"--cql-replication", "{'class': 'SimpleStrategy', 'replication_factor': 3}", "--cql-timeout", "2s")
-	post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
+	base := startGateway(t, "LISTGATE_CQL_HOSTS="+strings.Join(hosts, ","), "LISTGATE_CQL_KEYSPACE=three", "LISTGATE_MIGRATE=true",
+		"LISTGATE_CQL_REPLICATION={'class': 'SimpleStrategy', 'replication_factor': 3}", "LISTGATE_CQL_TIMEOUT=2s").base
+	gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
 
 	type outcome struct {
 		batch string
@@ -47,8 +48,8 @@ func TestClusterKeepsServingWithANodeDown(t *testing.T) {
 				default:
 				}
 				batch := fmt.Sprintf("w%d-%d", w, n)
-				_, out := post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: "user", entityId: "e%d", feature: "f"}, items: [{value: "%s-0"}, {value: "%s-1"}]) { added } }`, n%8, batch, batch))
-				_, read := post(t, base, "", fmt.Sprintf(`{ listItems(entityType: "user", entityId: "e%d", feature: "f", limit: 5) { hasMore } }`, (n+w)%8))
+				_, out := gatewaytest.Post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: "user", entityId: "e%d", feature: "f"}, items: [{value: "%s-0"}, {value: "%s-1"}]) { added } }`, n%8, batch, batch))
+				_, read := gatewaytest.Post(t, base, "", fmt.Sprintf(`{ listItems(entityType: "user", entityId: "e%d", feature: "f", limit: 5) { hasMore } }`, (n+w)%8))
 				mu.Lock()
 				adds = append(adds, outcome{batch, fmt.Sprint(out["errors"]), time.Now()})
 				reads++

@@ -1,0 +1,60 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/internal/gatewaytest"
+)
+
+// Two gateway processes on one Cassandra agree: a feature created through
+// one is usable through the other as soon as the create returns, and a
+// feature deleted through one stops taking writes through the other within
+// its refresh interval.
+func TestGatewayReplicasAgree(t *testing.T) {
+	hosts := strings.Join(cqltest.Hosts(t), ",")
+	const refresh = time.Second
+	env := []string{"LISTGATE_CQL_HOSTS=" + hosts, "LISTGATE_CQL_KEYSPACE=fleet", "LISTGATE_FEATURE_REFRESH=" + refresh.String()}
+	a := startGateway(t, append(env, "LISTGATE_MIGRATE=true")...).base
+	b := startGateway(t, env...).base
+	entityType := fmt.Sprintf("fleet%d", time.Now().UnixNano()%1e9)
+
+	for i := range 10 {
+		name := fmt.Sprint("f", i)
+		_, out := gatewaytest.Post(t, a, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: %q, valueType: STRING, ttlSeconds: 3600}) { key } }`, entityType, name))
+		if out["errors"] != nil {
+			t.Fatalf("create on A: %v", out)
+		}
+		_, out = gatewaytest.Post(t, b, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: %q, entityId: "u1", feature: %q}, items: [{value: "x"}]) { added } }`, entityType, name))
+		if fmt.Sprint(out["data"]) != "map[addListItems:map[added:1]]" {
+			t.Fatalf("add on B right after the create on A: %v", out)
+		}
+		_, out = gatewaytest.Post(t, b, "", fmt.Sprintf(`{ listItems(entityType: %q, entityId: "u1", feature: %q) { items { value } } }`, entityType, name))
+		if fmt.Sprint(out["data"]) != "map[listItems:map[items:[map[value:x]]]]" {
+			t.Fatalf("read on B: %v", out)
+		}
+	}
+
+	_, out := gatewaytest.Post(t, a, "", fmt.Sprintf(`mutation { deleteListFeature(entityType: %q, name: "f0") }`, entityType))
+	if fmt.Sprint(out["data"]) != "map[deleteListFeature:1]" {
+		t.Fatalf("delete on A: %v", out)
+	}
+	deleted := time.Now()
+	for {
+		_, out := gatewaytest.Post(t, b, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: %q, entityId: "u1", feature: "f0"}, items: [{value: "y"}]) { added } }`, entityType))
+		if strings.Contains(fmt.Sprint(out["errors"]), "NOT_FOUND") {
+			break
+		}
+		if out["errors"] != nil {
+			t.Fatalf("add on B after the delete: %v", out)
+		}
+		if time.Since(deleted) > refresh+2*time.Second {
+			t.Fatalf("B still takes writes to the deleted feature %v after the delete on A (refresh interval %v)", time.Since(deleted), refresh)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("B refused writes to the deleted feature %v after the delete on A", time.Since(deleted).Round(time.Millisecond))
+}
