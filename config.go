@@ -43,7 +43,6 @@ type config struct {
 	CQLWriteConsistency gocql.Consistency
 	CQLTimeout          time.Duration
 	CQLConnections      int
-	CQLRemoveStrategy   cql.RemoveStrategy
 	Migrate             bool
 	CQLReplication      string
 	FeatureRefresh      time.Duration
@@ -113,7 +112,6 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	writeCL := fs.String("cql-write-consistency", "LOCAL_QUORUM", "consistency level of writes")
 	fs.DurationVar(&c.CQLTimeout, "cql-timeout", 2*time.Second, "timeout of one CQL statement attempt")
 	fs.IntVar(&c.CQLConnections, "cql-connections", 2, "connections per host (per shard on ScyllaDB)")
-	strategy := fs.String("cql-remove-strategy", string(cql.RemoveByScan), "how removeListItemsWithValue finds items: scan (item keys) or index (secondary index on value)")
 	fs.BoolVar(&c.Migrate, "migrate", false, "create the keyspace, tables and indexes that are missing, then serve")
 	fs.StringVar(&c.CQLReplication, "cql-replication", cql.DefaultSchema().Replication, "keyspace replication map used by --migrate")
 	fs.DurationVar(&c.FeatureRefresh, "feature-refresh", 10*time.Second, "how often the feature catalog is reloaded")
@@ -122,6 +120,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.Loader.Concurrency, "loader-concurrency", lists.DefaultLoaderConfig.Concurrency, "queries one loader batch runs at once")
 	fs.IntVar(&c.Limits.MaxListLimit, "max-list-limit", graph.DefaultLimits.MaxListLimit, "largest limit of one list")
 	fs.IntVar(&c.Limits.MaxEntities, "max-entities", graph.DefaultLimits.MaxEntities, "most entity ids in one entities query")
+	fs.IntVar(&c.Limits.MaxCount, "max-count", graph.DefaultLimits.MaxCount, "most items one listCount, or one listContains, may look at")
+	fs.IntVar(&c.Limits.MaxScanFactor, "max-scan-factor", graph.DefaultLimits.MaxScanFactor, "rows a distinct page (or one of a feature created again) may look at, per item of its limit")
+	fs.IntVar(&c.Limits.MaxValues, "max-values", graph.DefaultLimits.MaxValues, "most values in one listContains or removeListItemsWithValues")
+	fs.IntVar(&c.Limits.MaxBatchLists, "max-batch-lists", graph.DefaultLimits.MaxBatchLists, "most lists in one addListItemsBatch")
 	fs.IntVar(&c.Limits.MaxDepth, "max-depth", graph.DefaultLimits.MaxDepth, "deepest nesting of fields in one operation")
 	fs.IntVar(&c.Limits.MaxComplexity, "max-complexity", graph.DefaultLimits.MaxComplexity, "largest operation complexity (a list counts its fields times its limit)")
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", graph.DefaultLimits.MaxBodyBytes, "largest request body")
@@ -221,10 +223,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.CQLWriteConsistency, err = parseConsistency(*writeCL); err != nil {
 		return c, fmt.Errorf("--cql-write-consistency: %w", err)
 	}
-	c.CQLRemoveStrategy = cql.RemoveStrategy(*strategy)
 	switch {
-	case c.CQLRemoveStrategy != cql.RemoveByScan && c.CQLRemoveStrategy != cql.RemoveByIndex:
-		return c, fmt.Errorf("--cql-remove-strategy %q: must be scan or index", *strategy)
 	case c.FeatureRefresh <= 0 || c.FeatureRefresh > features.MaxRefreshInterval:
 		return c, fmt.Errorf("--feature-refresh %v: must be above 0 and at most %v, so deleted features stay deleted on every replica", c.FeatureRefresh, features.MaxRefreshInterval)
 	case c.Loader.Wait < 0 || c.Loader.MaxBatch < 1 || c.Loader.Concurrency < 1:
@@ -233,6 +232,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("--max-list-limit %d: must be from 1 to 10000", c.Limits.MaxListLimit)
 	case c.Limits.MaxEntities < 1:
 		return c, fmt.Errorf("--max-entities %d: must be 1 or more", c.Limits.MaxEntities)
+	case c.Limits.MaxCount < 1 || c.Limits.MaxScanFactor < 1 || c.Limits.MaxValues < 1 || c.Limits.MaxBatchLists < 1:
+		return c, fmt.Errorf("--max-count, --max-scan-factor, --max-values and --max-batch-lists must be 1 or more")
 	case c.Limits.MaxDepth < 3 || c.Limits.MaxComplexity < 1 || c.Limits.MaxBodyBytes < 1024 || c.Limits.RequestTimeout <= 0:
 		return c, fmt.Errorf("limits: --max-depth must be 3 or more, --max-complexity 1 or more, --max-body-bytes 1024 or more, --request-timeout above 0")
 	case c.Limits.MaxTokens < 1000 || c.Limits.MaxFields < 100 || c.Limits.MaxResponseBytes < 1<<20 || c.Limits.MaxInFlight < 1:

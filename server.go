@@ -173,7 +173,6 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 	c.ReadConsistency, c.WriteConsistency = cfg.CQLReadConsistency, cfg.CQLWriteConsistency
 	c.Timeout = cfg.CQLTimeout
 	c.NumConns = cfg.CQLConnections
-	c.RemoveStrategy = cfg.CQLRemoveStrategy
 	c.Limits = cfg.StoreLimits
 	c.TracerProvider, c.MeterProvider = tel.TracerProvider, tel.MeterProvider
 	c.SlowQuery, c.Log = cfg.SlowQuery, log

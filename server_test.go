@@ -148,7 +148,7 @@ func TestConfigFromFlagsAndEnvironment(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"--cql-read-consistency", "MOST"},
-		{"--cql-remove-strategy", "guess"},
+		{"--max-count", "0"},
 		{"--feature-refresh", "10m"},
 		{"--max-list-limit", "0"},
 		{"stray"},

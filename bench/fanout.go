@@ -1,17 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"sort"
-	"strings"
-	"sync"
+	"slices"
 	"time"
 
 	"github.com/listgate/listgate/store"
-	"github.com/listgate/listgate/store/cql"
 )
 
 // fanOutResult compares one request for n entities' lists with n separate
@@ -37,50 +35,29 @@ func fanOut(ctx context.Context, c config, g *gateway, database int, n int) fanO
 	class := classes[0]
 	n = min(n, class.entities)
 	ids := func(rnd *rand.Rand) []string {
-		seen := map[int]bool{}
 		var out []string
-		for len(out) < n {
-			if i := rnd.IntN(class.entities); !seen[i] {
-				seen[i] = true
-				out = append(out, entityID(class, i))
-			}
+		for _, i := range sample(rnd, n, class.entities) {
+			out = append(out, entityID(class, i))
 		}
 		return out
 	}
 	one := func(ctx context.Context, rnd *rand.Rand) (int, error) {
 		body, _ := json.Marshal(map[string]any{"query": entitiesQuery, "variables": map[string]any{"ids": ids(rnd)}})
 		b, err := g.post(ctx, body)
-		if err == nil && strings.Count(string(b), `"id":`) != n {
+		if err == nil && bytes.Count(b, []byte(`"id":`)) != n {
 			err = fmt.Errorf("expected %d entities: %.200s", n, b)
 		}
 		return n, err
 	}
 	separate := func(ctx context.Context, rnd *rand.Rand) (int, error) {
-		var wg sync.WaitGroup
-		errs := make(chan error, n)
+		var bodies [][]byte
 		for _, id := range ids(rnd) {
-			wg.Go(func() {
-				body, _ := json.Marshal(map[string]any{"query": readQuery, "variables": map[string]string{"id": id}})
-				if _, err := g.post(ctx, body); err != nil {
-					errs <- err
-				}
-			})
+			body, _ := json.Marshal(map[string]any{"query": readQuery, "variables": map[string]string{"id": id}})
+			bodies = append(bodies, body)
 		}
-		wg.Wait()
-		close(errs)
-		return n, <-errs
+		return n, g.postAll(ctx, bodies)
 	}
-	var ones, seps []result
-	m := meter{gateway: g.cmd.Process.Pid, database: database}
-	for i := range c.runs {
-		if i%2 == 0 {
-			ones = append(ones, run(ctx, m, 1, c.duration, 1<<20, one))
-			seps = append(seps, run(ctx, m, 1, c.duration, 1<<20, separate))
-		} else {
-			seps = append(seps, run(ctx, m, 1, c.duration, 1<<20, separate))
-			ones = append(ones, run(ctx, m, 1, c.duration, 1<<20, one))
-		}
-	}
+	ones, seps := alternate(ctx, c, meter{gateway: g.cmd.Process.Pid, database: database}, 1, one, separate)
 	// Statements of one request, counted alone, once the runs' last
 	// (cut-off) requests are done.
 	time.Sleep(500 * time.Millisecond)
@@ -100,69 +77,88 @@ func fanOut(ctx context.Context, c config, g *gateway, database int, n int) fanO
 	}
 }
 
+const batchQuery = `mutation Batch($adds: [ListAddInput!]!) { addListItemsBatch(adds: $adds) { added } }`
+
+// batchAdds compares, one request at a time, one addListItemsBatch of
+// per items to each of lists distinct write lists with as many
+// addListItems requests sent at once.
+func batchAdds(ctx context.Context, c config, g *gateway, database int, lists, per int) comparison {
+	ids := func(rnd *rand.Rand) []string {
+		var out []string
+		for _, i := range sample(rnd, lists, writes.lists) {
+			out = append(out, writes.entity(i))
+		}
+		return out
+	}
+	batch := func(ctx context.Context, rnd *rand.Rand) (int, error) {
+		var adds []map[string]any
+		for _, id := range ids(rnd) {
+			ref := map[string]string{"entityType": "user", "entityId": id, "feature": writes.feature}
+			adds = append(adds, map[string]any{"list": ref, "items": newItems(rnd, per)})
+		}
+		body, _ := json.Marshal(map[string]any{"query": batchQuery, "variables": map[string]any{"adds": adds}})
+		b, err := g.post(ctx, body)
+		if err == nil && bytes.Count(b, fmt.Appendf(nil, `{"added":%d}`, per)) != lists {
+			err = fmt.Errorf("expected %d lists of %d added: %.200s", lists, per, b)
+		}
+		return lists * per, err
+	}
+	query := writes.addQuery()
+	separate := func(ctx context.Context, rnd *rand.Rand) (int, error) {
+		var bodies [][]byte
+		for _, id := range ids(rnd) {
+			bodies = append(bodies, addRequest(query, id, newItems(rnd, per)))
+		}
+		return lists * per, g.postAll(ctx, bodies)
+	}
+	name := fmt.Sprintf("addListItemsBatch of %d lists × %d items vs %d addListItems at once", lists, per, lists)
+	return compare(ctx, c, 1, name, "CQL", g, database, separate, batch)
+}
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// removeResult is the latency of removeListItemsWithValue by strategy and
-// list size.
+// removeResult is the latency of removeListItemsWithValue by list size.
 type removeResult struct {
-	Strategy string  `json:"strategy"`
 	ListSize int     `json:"list_size"`
 	P50Ms    float64 `json:"p50_ms"`
 	P99Ms    float64 `json:"p99_ms"`
 }
 
-// removes measures each strategy on lists of each size, removing a value
-// present at three timestamps and putting it back between runs.
-func removes(ctx context.Context, c config, hosts []string, keyspace string) ([]removeResult, error) {
+// removes measures removals from lists of each size, through the store,
+// removing a value present at three timestamps and putting it back between
+// runs.
+func removes(ctx context.Context, c config, s store.Store) ([]removeResult, error) {
+	f, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "hidden", ValueType: store.String, TTL: 24 * time.Hour})
+	if err != nil {
+		return nil, err
+	}
 	var out []removeResult
-	reps := 10 * c.runs
-	for _, strategy := range []cql.RemoveStrategy{cql.RemoveByScan, cql.RemoveByIndex} {
-		s, err := openCQL(ctx, hosts, keyspace+"_"+string(strategy), strategy, true)
-		if err != nil {
+	for _, size := range []int{10, 1000, 10000} {
+		l := store.List{Feature: &f, EntityID: fmt.Sprint("r", size)}
+		if err := fill(ctx, s, size, l); err != nil {
 			return nil, err
 		}
-		f, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "hidden", ValueType: store.String, TTL: 24 * time.Hour})
-		if err != nil {
-			s.Close()
-			return nil, err
+		now := time.Now()
+		target := []store.NewItem{
+			{Timestamp: now.UnixNano(), Value: []byte("target")},
+			{Timestamp: now.Add(-time.Minute).UnixNano(), Value: []byte("target")},
+			{Timestamp: now.Add(-time.Hour).UnixNano(), Value: []byte("target")},
 		}
-		for _, size := range []int{10, 1000, 10000} {
-			l := store.List{Feature: &f, EntityID: fmt.Sprint("r", size)}
-			now := time.Now()
-			for start := 0; start < size; start += 1000 {
-				var items []store.NewItem
-				for i := start; i < min(start+1000, size); i++ {
-					items = append(items, store.NewItem{Timestamp: now.Add(-time.Duration(i) * time.Second).UnixNano(), Value: value(i)})
-				}
-				if _, err := s.AddItems(ctx, l, items); err != nil {
-					s.Close()
-					return nil, err
-				}
+		var lat []time.Duration
+		for range 10 * c.runs {
+			if _, err := s.AddItems(ctx, l, target); err != nil {
+				return nil, err
 			}
-			target := []store.NewItem{
-				{Timestamp: now.UnixNano(), Value: []byte("target")},
-				{Timestamp: now.Add(-time.Minute).UnixNano(), Value: []byte("target")},
-				{Timestamp: now.Add(-time.Hour).UnixNano(), Value: []byte("target")},
+			t := time.Now()
+			n, err := s.RemoveValues(ctx, l, [][]byte{[]byte("target")})
+			if err != nil || n != 3 {
+				return nil, fmt.Errorf("remove from %d items: %d removed, %v", size, n, err)
 			}
-			var lat []time.Duration
-			for range reps {
-				if _, err := s.AddItems(ctx, l, target); err != nil {
-					s.Close()
-					return nil, err
-				}
-				t := time.Now()
-				n, err := s.RemoveValue(ctx, l, []byte("target"))
-				if err != nil || n != 3 {
-					s.Close()
-					return nil, fmt.Errorf("remove by %s from %d items: %d removed, %v", strategy, size, n, err)
-				}
-				lat = append(lat, time.Since(t))
-			}
-			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-			r := result{latencies: lat}
-			out = append(out, removeResult{Strategy: string(strategy), ListSize: size, P50Ms: ms(r.percentile(0.5)), P99Ms: ms(r.percentile(0.99))})
+			lat = append(lat, time.Since(t))
 		}
-		s.Close()
+		slices.Sort(lat)
+		r := result{latencies: lat}
+		out = append(out, removeResult{ListSize: size, P50Ms: ms(r.percentile(0.5)), P99Ms: ms(r.percentile(0.99))})
 	}
 	return out, nil
 }

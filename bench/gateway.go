@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -43,7 +44,10 @@ func startGateway(bin string, concurrency int, args ...string) (*gateway, error)
 		return nil, fmt.Errorf("gateway did not start: %q %v", line, err)
 	}
 	go io.Copy(io.Discard, out)
-	t := &http.Transport{MaxIdleConns: concurrency * 2, MaxIdleConnsPerHost: concurrency * 2, IdleConnTimeout: time.Minute}
+	// Room for the 100 requests the fan-out and batch comparisons send at
+	// once, so that none of them opens a connection.
+	idle := max(concurrency*2, 128)
+	t := &http.Transport{MaxIdleConns: idle, MaxIdleConnsPerHost: idle, IdleConnTimeout: time.Minute}
 	return &gateway{cmd: cmd, base: m[1], http: &http.Client{Transport: t, Timeout: 30 * time.Second}}, nil
 }
 
@@ -79,6 +83,22 @@ func (g *gateway) post(ctx context.Context, body []byte) ([]byte, error) {
 		return b, fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, b)
 	}
 	return b, nil
+}
+
+// postAll sends the requests at once and returns the first error.
+func (g *gateway) postAll(ctx context.Context, bodies [][]byte) error {
+	errs := make(chan error, len(bodies))
+	var wg sync.WaitGroup
+	for _, body := range bodies {
+		wg.Go(func() {
+			if _, err := g.post(ctx, body); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 func processCPU(pid int) time.Duration {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,26 +65,23 @@ func (m meter) sample() cpuUse {
 // run keeps concurrency workers doing op for d, bounded in time and in
 // count (at most maxOps operations), and measures the CPU of m's processes.
 func run(ctx context.Context, m meter, concurrency int, d time.Duration, maxOps int, f op) result {
+	var (
+		mu   sync.Mutex
+		res  result
+		wg   sync.WaitGroup
+		left atomic.Int64 // operations still allowed
+	)
+	left.Store(int64(maxOps))
 	before := m.sample()
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	var (
-		mu  sync.Mutex
-		res result
-		wg  sync.WaitGroup
-	)
-	budget := make(chan struct{}, maxOps)
-	for range maxOps {
-		budget <- struct{}{}
-	}
-	close(budget)
 	start := time.Now()
 	for w := range concurrency {
 		wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
 			var lat []time.Duration
 			ops, items, errs := 0, 0, 0
-			for range budget {
+			for left.Add(-1) >= 0 {
 				if ctx.Err() != nil {
 					break
 				}
@@ -130,6 +128,11 @@ func newZipf(n int) zipf {
 }
 
 func (z zipf) draw(rnd *rand.Rand) int { return z[rnd.IntN(len(z))] }
+
+// sample draws n distinct indexes of 0..of-1, uniformly.
+func sample(rnd *rand.Rand, n, of int) []int {
+	return rnd.Perm(of)[:n]
+}
 
 // median returns the run with the median throughput.
 func median(rs []result) result {

@@ -1,9 +1,11 @@
 // Command bench measures the gateway against the database it fronts, in
-// one run on one machine: list reads and adds through the GraphQL endpoint
-// against the same statements issued directly with gocql (and against the
-// embedded store's own calls), one request for many entities' lists
-// against many requests, and each remove-by-value strategy. It prints a
-// table, and writes it with the machine and the parameters to
+// one run on one machine: list reads and adds, counts and searches for
+// values through the GraphQL endpoint against the same statements issued
+// directly with gocql (reads and adds against the embedded store's own
+// calls too); distinct against plain pages, capped against uncapped adds
+// and one batch add against many adds, through the gateway; one request
+// for many entities' lists against many requests; and remove-by-value. It
+// prints a table, and writes it with the machine and the parameters to
 // BENCHMARKS.md and bench/results.json.
 //
 //	go run ./bench --cql-hosts 127.0.0.1:9042     (make bench starts Cassandra first)
@@ -56,7 +58,7 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 3, "runs of each measurement; medians are reported")
 	flag.StringVar(&c.out, "out", "BENCHMARKS.md", "Markdown report")
 	flag.StringVar(&c.json, "json", "bench/results.json", "JSON report")
-	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: reads, adds, fanout, removes, embedded (for tuning; reports go to .run/)")
+	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: reads, contains, count, adds, distinct, caps, batch, fanout, removes, embedded (for tuning; reports go to .run/)")
 	flag.StringVar(&c.gatewayBin, "gateway-bin", "", "measure this listgate binary instead of building the working tree (to compare commits; reports go to .run/)")
 	flag.BoolVar(&c.render, "render", false, "only write --out again from --json (after a change of the report's text)")
 	flag.BoolVar(&c.quick, "quick", false, "a short run with small lists, to check the harness (reports go to .run/)")

@@ -58,3 +58,53 @@ func TestGatewayReplicasAgree(t *testing.T) {
 	}
 	t.Logf("B refused writes to the deleted feature %v after the delete on A", time.Since(deleted).Round(time.Millisecond))
 }
+
+// A feature deleted and created again through one gateway shows none of the
+// deleted one's items through either: at once through that gateway, and
+// through the other once it has reloaded its features (within its refresh
+// interval); items written through either after the re-creation show
+// through both.
+func TestRecreatedFeatureAcrossReplicas(t *testing.T) {
+	hosts := strings.Join(cqltest.Hosts(t), ",")
+	const refresh = time.Second
+	env := []string{"LISTGATE_CQL_HOSTS=" + hosts, "LISTGATE_CQL_KEYSPACE=fleet", "LISTGATE_FEATURE_REFRESH=" + refresh.String()}
+	a := startGateway(t, append(env, "LISTGATE_MIGRATE=true")...).base
+	b := startGateway(t, env...).base
+	entityType := fmt.Sprintf("fleet%d", time.Now().UnixNano()%1e9)
+	post := func(base, query string) map[string]any {
+		t.Helper()
+		_, out := gatewaytest.Post(t, base, "", strings.ReplaceAll(query, "$type", entityType))
+		if out["errors"] != nil {
+			t.Fatalf("%s: %v", query, out)
+		}
+		return out
+	}
+	read := func(base string) string {
+		t.Helper()
+		return fmt.Sprint(post(base, `{ listItems(entityType: "$type", entityId: "u1", feature: "f") { items { value } } }`)["data"])
+	}
+	post(a, `mutation { createListFeature(input: {entityType: "$type", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
+	post(b, `mutation { addListItems(list: {entityType: "$type", entityId: "u1", feature: "f"}, items: [{value: "old"}]) { added } }`)
+	if got := read(b); got != "map[listItems:map[items:[map[value:old]]]]" {
+		t.Fatalf("before: %s", got)
+	}
+	post(a, `mutation { deleteListFeature(entityType: "$type", name: "f")
+		createListFeature(input: {entityType: "$type", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
+	recreated := time.Now()
+	if got := read(a); got != "map[listItems:map[items:[]]]" {
+		t.Fatalf("through A right after the re-creation: %s", got)
+	}
+	for read(b) != "map[listItems:map[items:[]]]" {
+		if time.Since(recreated) > refresh+2*time.Second {
+			t.Fatalf("B still shows the deleted feature's items %v after the re-creation (refresh interval %v)", time.Since(recreated), refresh)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("B shows none of the deleted feature's items %v after the re-creation", time.Since(recreated).Round(time.Millisecond))
+	post(b, `mutation { addListItems(list: {entityType: "$type", entityId: "u1", feature: "f"}, items: [{value: "new"}]) { added } }`)
+	for _, base := range []string{a, b} {
+		if got := read(base); got != "map[listItems:map[items:[map[value:new]]]]" {
+			t.Fatalf("after an add through B: %s", got)
+		}
+	}
+}

@@ -56,13 +56,13 @@ type readThrough struct {
 }
 
 const (
-	// MaxRefreshInterval keeps replicas within the grace that deleted
-	// features are given before they may be re-created.
-	MaxRefreshInterval = keys.RecreateGrace / 2
+	// MaxRefreshInterval bounds --feature-refresh: how long a replica may
+	// go on with a feature deleted, or created again, through another.
+	MaxRefreshInterval = 150 * time.Second
 	// MaxWriteAge is the oldest a snapshot may be for writes: a replica
-	// that cannot refresh must not keep writing under a feature deleted
-	// elsewhere past the grace (a minute of it is left for clock skew).
-	MaxWriteAge = keys.RecreateGrace - time.Minute
+	// that cannot refresh must not keep writing for long under a feature
+	// deleted elsewhere.
+	MaxWriteAge = 4 * time.Minute
 	// readThroughGap spaces the refreshes that misses cause, so that a
 	// flood of lookups of unknown features costs the store at most one
 	// metadata read per gap.
@@ -265,7 +265,7 @@ func (c *Catalog) Create(ctx context.Context, f store.Feature) (store.Feature, e
 // CreateVersion creates another version of an existing feature: the same
 // value type, and the TTL and description of its newest version unless
 // given.
-func (c *Catalog) CreateVersion(ctx context.Context, entityType, name, version string, ttl *time.Duration, description *string) (store.Feature, error) {
+func (c *Catalog) CreateVersion(ctx context.Context, entityType, name, version string, ch VersionChanges) (store.Feature, error) {
 	versions, err := c.versions(ctx, entityType, name)
 	if err != nil {
 		return store.Feature{}, err
@@ -279,14 +279,31 @@ func (c *Catalog) CreateVersion(ctx context.Context, entityType, name, version s
 			newest = v
 		}
 	}
-	f := store.Feature{EntityType: entityType, Name: name, Version: version, ValueType: newest.ValueType, TTL: newest.TTL, Description: newest.Description}
-	if ttl != nil {
-		f.TTL = *ttl
+	return c.Create(ctx, ch.Apply(newest, version))
+}
+
+// VersionChanges are what a new version of a feature changes of the one
+// it is made from; nil keeps that one's.
+type VersionChanges struct {
+	TTL         *time.Duration
+	Description *string
+	MaxItems    *int
+}
+
+// Apply makes version of base, with the changes.
+func (ch VersionChanges) Apply(base store.Feature, version string) store.Feature {
+	f := store.Feature{EntityType: base.EntityType, Name: base.Name, Version: version, ValueType: base.ValueType,
+		TTL: base.TTL, Description: base.Description, MaxItems: base.MaxItems}
+	if ch.TTL != nil {
+		f.TTL = *ch.TTL
 	}
-	if description != nil {
-		f.Description = *description
+	if ch.Description != nil {
+		f.Description = *ch.Description
 	}
-	return c.Create(ctx, f)
+	if ch.MaxItems != nil {
+		f.MaxItems = *ch.MaxItems
+	}
+	return f
 }
 
 // Delete deletes every version of a feature and returns how many there were.

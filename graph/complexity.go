@@ -15,6 +15,7 @@ import (
 	"github.com/listgate/listgate/graph/exec"
 	"github.com/listgate/listgate/graph/model"
 	"github.com/listgate/listgate/lists"
+	"github.com/listgate/listgate/values"
 )
 
 // complexityLimit refuses an operation whose complexity passes max before
@@ -101,7 +102,7 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	if w.budget < 0 {
 		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: complexity more than the %d allowed (--max-complexity): ask for fewer items, lists or fields", errkind.Invalid, c.max))
 	}
-	if readsOnePage(oc) {
+	if readsOnce(oc) {
 		lists.SingleRead(ctx)
 	}
 	req := requestFrom(ctx)
@@ -242,25 +243,40 @@ func listComplexity(maxLimit, maxEntities int) exec.ComplexityRoot {
 	var c exec.ComplexityRoot
 	limitOf := func(limit *int32) int {
 		if limit == nil || *limit < 1 {
-			return 100
+			return lists.DefaultLimit
 		}
 		return min(int(*limit), maxLimit)
 	}
-	c.Entity.List = func(child int, _ string, _ *string, _ *model.Time, limit *int32, _ *string) int {
+	// A page costs its items' fields; a count reads as much as a default
+	// page (its keys); a search its values' items.
+	c.Entity.List = func(child int, _ string, _ *string, _, _ *model.Time, limit *int32, _ *string, _ *bool) int {
 		return 1 + child*limitOf(limit)
 	}
-	c.Query.ListItems = func(child int, _, _, _ string, _ *string, _ *model.Time, limit *int32, _ *string) int {
+	c.Query.ListItems = func(child int, _, _, _ string, _ *string, _, _ *model.Time, limit *int32, _ *string, _ *bool) int {
 		return 1 + child*limitOf(limit)
 	}
+	c.Entity.ListCount = func(int, string, *string, *model.Time, *model.Time) int { return 1 + lists.DefaultLimit }
+	c.Query.ListCount = func(int, string, string, string, *string, *model.Time, *model.Time) int {
+		return 1 + lists.DefaultLimit
+	}
+	c.Entity.ListContains = func(child int, _ string, _ *string, vs []values.Value, _ *model.Time) int { return 1 + child*len(vs) }
 	c.Query.Entities = func(child int, _ string, ids []string) int { return 1 + child*min(max(1, len(ids)), maxEntities) }
 	c.Mutation.AddListItems = func(child int, _ model.ListRefInput, items []model.ListItemInput) int { return 1 + child + len(items) }
+	c.Mutation.AddListItemsBatch = func(child int, adds []model.ListAddInput) int {
+		n := 1
+		for _, a := range adds {
+			n += child + len(a.Items)
+		}
+		return n
+	}
+	c.Mutation.RemoveListItemsWithValues = func(child int, _ model.ListRefInput, vs []values.Value) int { return 1 + child + len(vs) }
 	return c
 }
 
-// readsOnePage reports whether an operation reads at most one page of a
-// list: a query whose one root field is listItems, or entity with one list
-// field.
-func readsOnePage(oc *graphql.OperationContext) bool {
+// readsOnce reports whether an operation makes at most one read of a
+// list: a query whose one root field is listItems or listCount, or entity
+// with one list, listCount or listContains field.
+func readsOnce(oc *graphql.OperationContext) bool {
 	if oc.Operation.Operation != ast.Query {
 		return false
 	}
@@ -269,16 +285,16 @@ func readsOnePage(oc *graphql.OperationContext) bool {
 		return false
 	}
 	switch root[0].Name {
-	case "listItems":
+	case "listItems", "listCount":
 		return true
 	case "entity":
-		pages := 0
+		reads := 0
 		for _, f := range graphql.CollectFields(oc, root[0].Selections, []string{"Entity"}) {
-			if f.Name == "list" {
-				pages++
+			if f.Name == "list" || f.Name == "listCount" || f.Name == "listContains" {
+				reads++
 			}
 		}
-		return pages <= 1
+		return reads <= 1
 	}
 	return false
 }

@@ -61,6 +61,9 @@ func TestFastMarshalMatchesGenerated(t *testing.T) {
 		`{ listItems(entityType: "$type", entityId: "u1", feature: "int", limit: 1) { __typename end: endCursor more: hasMore hasMore items { value } i2: items { cursor } } }`,
 		`{ listItems(entityType: "$type", entityId: "nobody", feature: "int") { endCursor hasMore ...P } } fragment P on ListPage { items { value } endCursor }`,
 		`query($with: Boolean!) { entity(type: "$type", entityId: "u1") { list(feature: "float") { items @include(if: $with) { value } hasMore @skip(if: $with) } } }`,
+		`{ entity(type: "$type", entityId: "u1") { listContains(feature: "string", values: ["story1", "absent", "<&>", "story1"]) { value cursor __typename t: timestamp expiresAt } } }`,
+		`{ entity(type: "$type", entityId: "u1") { a: listContains(feature: "json", values: [1, "s"]) { value } b: listContains(feature: "int", values: [0]) { ...on ListItem { value v: value } } } }`,
+		`{ entities(type: "$type", entityIds: ["u1", "nobody"]) { listContains(feature: "bytes", values: ["AAH/", "3q2+7w=="]) { value timestamp } } }`,
 	}
 	vars := map[string]any{"with": true, "without": false}
 	raw := func(query string, h http.Handler) []byte {
@@ -109,11 +112,13 @@ func gqlgenMarshaling(h http.Handler) http.Handler {
 
 // Random selections of ListPage and ListItem fields, in any order and
 // number, with aliases, __typename, inline fragments, @include and @skip,
-// are written byte for byte as gqlgen writes them.
+// in a page and in listContains's [ListItem], are written byte for byte as
+// gqlgen writes them.
 func FuzzFastPathSelection(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4})
 	f.Add([]byte{0, 0, 1, 1, 7, 5, 6, 2, 0, 3, 9, 9})
 	f.Add([]byte{6, 0, 5, 1, 2, 3, 13, 8, 0, 4, 11})
+	f.Add([]byte{1, 0, 1, 2, 3, 4, 9, 7, 12})
 	s := embeddedStore(f)
 	ctx := context.Background()
 	feat, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "f", ValueType: store.JSON, TTL: time.Hour})
@@ -142,8 +147,12 @@ func FuzzFastPathSelection(f *testing.F) {
 		if len(choices) > 200 {
 			return
 		}
-		query := `query($yes: Boolean!, $no: Boolean!) { y: __typename @include(if: $yes) n: __typename @skip(if: $no) ` +
-			`listItems(entityType: "user", entityId: "u1", feature: "f", limit: 4) ` + selection(&choices, pageFields, 0) + ` }`
+		query := `query($yes: Boolean!, $no: Boolean!) { y: __typename @include(if: $yes) n: __typename @skip(if: $no) `
+		if len(choices) > 0 && choices[0]%2 == 1 {
+			query += `entity(type: "user", entityId: "u1") { listContains(feature: "f", values: ["a", 2, true, "z"]) ` + selection(&choices, itemFields, 1) + ` } }`
+		} else {
+			query += `listItems(entityType: "user", entityId: "u1", feature: "f", limit: 4) ` + selection(&choices, pageFields, 0) + ` }`
+		}
 		body, _ := json.Marshal(map[string]any{"query": query, "variables": map[string]bool{"yes": true, "no": false}})
 		serve := func(h http.Handler) []byte {
 			r := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))

@@ -40,6 +40,8 @@ func FuzzRequest(f *testing.F) {
 		{`{ ... on Query { ... on Query { ... on Query { __typename } } } }`, ``},
 		{`mutation($v: ListValue!) { addListItems(list: {entityType: "user", entityId: "u3", feature: "j"}, items: [{value: $v}]) { added } }`, `{"v":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`},
 		{`{ a: listItems(entityType: "user", entityId: "u1", feature: "f", limit: 1000) { items { value } } b: listItems(entityType: "user", entityId: "u1", feature: "f", limit: 1000) { items { value } } }`, ``},
+		{`{ listCount(entityType: "user", entityId: "u1", feature: "f", maxTimestamp: "2100-01-01T00:00:00Z") entity(type: "user", entityId: "u1") { listContains(feature: "f", values: ["a", "b"]) { value } list(feature: "f", distinct: true, limit: 3) { items { value } endCursor } } }`, ``},
+		{`mutation($a: [ListAddInput!]!) { addListItemsBatch(adds: $a) { added } removeListItemsWithValues(list: {entityType: "user", entityId: "u4", feature: "f"}, values: ["x", "y"]) { removed } }`, `{"a":[{"list":{"entityType":"user","entityId":"u4","feature":"f"},"items":[{"value":"x"}]}]}`},
 		{`query($y: Boolean!) { listItems(entityType: "user", entityId: "u1", feature: "f") { c: endCursor items { ... on ListItem { cursor v: value @include(if: $y) } __typename } items { timestamp } } }`, `{"y":false}`},
 	} {
 		f.Add(seed.query, []byte(seed.vars))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,25 +88,47 @@ func TestMutationOperationUsesAFeatureItCreates(t *testing.T) {
 	if data, _ := g.do(`{ listFeature(entityType: "$type", name: "k") { key } }`, nil); data["listFeature"] != nil {
 		t.Fatalf("feature k was created: %v", data)
 	}
+	// A feature deleted by one field is gone for the next, which may
+	// create it again; an add to it in between is refused, and nothing runs.
+	g.fails(`mutation {
+		d: deleteListFeature(entityType: "$type", name: "h")
+		a: addListItems(list: {entityType: "$type", entityId: "u1", feature: "h"}, items: [{value: 1}]) { added }
+	}`, nil, "NOT_FOUND", "an earlier field of this operation deletes it")
+	var again struct {
+		D int
+		C struct{ ValueType string }
+		A struct{ Added int }
+	}
+	g.ok(`mutation {
+		d: deleteListFeature(entityType: "$type", name: "h")
+		c: createListFeature(input: {entityType: "$type", name: "h", valueType: STRING, ttlSeconds: 3600}) { valueType }
+		a: addListItems(list: {entityType: "$type", entityId: "u1", feature: "h"}, items: [{value: "one"}]) { added }
+	}`, nil, &again)
+	if again.D != 2 || again.C.ValueType != "STRING" || again.A.Added != 1 {
+		t.Fatalf("delete, create again and add in one operation: %+v", again)
+	}
 }
 
-// failingAdds fails the adds to chosen entity ids as the database would.
+// failingAdds fails the adds to chosen entity ids, as a database that
+// times out for their partitions would, and counts the adds written.
 type failingAdds struct {
 	store.Store
-	fail string
+	fail   map[string]bool
+	writes atomic.Int64
 }
 
-func (s failingAdds) AddItems(ctx context.Context, l store.List, items []store.NewItem) (store.AddResult, error) {
-	if l.EntityID == s.fail {
+func (s *failingAdds) AddItems(ctx context.Context, l store.List, items []store.NewItem) (store.AddResult, error) {
+	if s.fail[l.EntityID] {
 		return store.AddResult{}, errStoreDown
 	}
+	s.writes.Add(1)
 	return s.Store.AddItems(ctx, l, items)
 }
 
 // A field that fails while running is null with its error; the fields
 // before and after it keep their results.
 func TestMutationFieldFailingAtRunTimeFailsAlone(t *testing.T) {
-	g := newGateway(t, failingAdds{Store: embeddedStore(t), fail: "down"})
+	g := newGateway(t, &failingAdds{Store: embeddedStore(t), fail: map[string]bool{"down": true}})
 	g.createFeature("f", "STRING", 3600)
 	data, errs := g.do(`mutation {
 		a: addListItems(list: {entityType: "$type", entityId: "u1", feature: "f"}, items: [{value: "x"}]) { added }

@@ -34,6 +34,10 @@ import (
 type Limits struct {
 	MaxListLimit     int   // largest `limit` of one list
 	MaxEntities      int   // most entity ids in one `entities`
+	MaxCount         int   // rows one listCount or listContains may look at
+	MaxScanFactor    int   // rows a distinct page may look at, per item of its limit
+	MaxValues        int   // values of one listContains or removeListItemsWithValues
+	MaxBatchLists    int   // lists of one addListItemsBatch
 	MaxDepth         int   // deepest nesting of fields
 	MaxComplexity    int   // a list costs its fields times its limit; introspection its real lists
 	MaxTokens        int   // tokens of one document
@@ -52,7 +56,8 @@ type Limits struct {
 // DefaultLimits are safe defaults: 100 entities' lists of 100 items each
 // fit the complexity limit, and so does GraphiQL's introspection query.
 var DefaultLimits = Limits{
-	MaxListLimit: 1000, MaxEntities: 1000, MaxDepth: 10, MaxComplexity: 100_000,
+	MaxListLimit: 1000, MaxEntities: 1000, MaxCount: 100_000, MaxScanFactor: 10, MaxValues: 1000, MaxBatchLists: 1000,
+	MaxDepth: 10, MaxComplexity: 100_000,
 	MaxTokens: 20_000, MaxFields: 1000, MaxBodyBytes: 1 << 20, MaxResponseBytes: 32 << 20,
 	MaxInFlight: 256, MaxInFlightComplexity: 300_000, RequestTimeout: 10 * time.Second, QueryCacheBytes: 64 << 20, APQCacheBytes: 16 << 20,
 }
@@ -112,7 +117,10 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	svc, err := lists.New(lists.Config{
 		Tracer: loaderTracer,
 		Store:  cfg.Store, Catalog: cfg.Catalog, Loader: cfg.Loader, Now: cfg.Now, Meter: meter, OnPanic: onPanic,
-		Limits: lists.Limits{MaxListLimit: cfg.Limits.MaxListLimit, MaxEntities: cfg.Limits.MaxEntities, MaxResponseBytes: cfg.Limits.MaxResponseBytes},
+		Limits: lists.Limits{
+			MaxListLimit: cfg.Limits.MaxListLimit, MaxEntities: cfg.Limits.MaxEntities, MaxResponseBytes: cfg.Limits.MaxResponseBytes,
+			MaxCount: cfg.Limits.MaxCount, MaxScanFactor: cfg.Limits.MaxScanFactor, MaxValues: cfg.Limits.MaxValues, MaxBatchLists: cfg.Limits.MaxBatchLists,
+		},
 	})
 	if err != nil {
 		return nil, err

@@ -14,12 +14,30 @@ import (
 )
 
 // List is the resolver for the list field.
-func (r *entityResolver) List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (*model.ListPage, error) {
-	p, err := r.lists.Page(ctx, model.PageQuery(obj.Type, obj.EntityID, feature, version, minTimestamp, limit, after))
+func (r *entityResolver) List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time, limit *int32, after *string, distinct *bool) (*model.ListPage, error) {
+	p, err := r.lists.Page(ctx, model.PageQuery(obj.Type, obj.EntityID, feature, version, minTimestamp, maxTimestamp, limit, after, distinct))
 	if err != nil {
 		return nil, err
 	}
 	return model.ListPageOf(p), nil
+}
+
+// ListCount is the resolver for the listCount field.
+func (r *entityResolver) ListCount(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time) (*int32, error) {
+	n, err := r.lists.Count(ctx, model.CountQuery(obj.Type, obj.EntityID, feature, version, minTimestamp, maxTimestamp))
+	if err != nil {
+		return nil, err
+	}
+	return ptr(int32(n)), nil
+}
+
+// ListContains is the resolver for the listContains field.
+func (r *entityResolver) ListContains(ctx context.Context, obj *model.Entity, feature string, version *string, values []values.Value, minTimestamp *model.Time) ([]*model.ListItem, error) {
+	found, err := r.lists.Contains(ctx, model.ContainsQuery(obj.Type, obj.EntityID, feature, version, values, minTimestamp))
+	if err != nil {
+		return nil, err
+	}
+	return model.FoundItems(found), nil
 }
 
 // CreateListFeature is the resolver for the createListFeature field.
@@ -32,8 +50,8 @@ func (r *mutationResolver) CreateListFeature(ctx context.Context, input model.Cr
 }
 
 // CreateListFeatureVersion is the resolver for the createListFeatureVersion field.
-func (r *mutationResolver) CreateListFeatureVersion(ctx context.Context, entityType string, name string, version string, ttlSeconds *int32, description *string) (*model.ListFeature, error) {
-	f, err := r.lists.CreateVersion(ctx, entityType, name, version, model.TTL(ttlSeconds), description)
+func (r *mutationResolver) CreateListFeatureVersion(ctx context.Context, entityType string, name string, version string, ttlSeconds *int32, description *string, maxItems *int32) (*model.ListFeature, error) {
+	f, err := r.lists.CreateVersion(ctx, entityType, name, version, model.VersionChanges(ttlSeconds, description, maxItems))
 	if err != nil {
 		return nil, err
 	}
@@ -67,9 +85,27 @@ func (r *mutationResolver) AddListItems(ctx context.Context, list model.ListRefI
 	return &model.AddListItemsPayload{Added: int32(res.Added), Expired: int32(res.Expired)}, nil
 }
 
+// AddListItemsBatch is the resolver for the addListItemsBatch field.
+func (r *mutationResolver) AddListItemsBatch(ctx context.Context, adds []model.ListAddInput) ([]*model.AddListItemsPayload, error) {
+	results, err := r.lists.AddBatch(ctx, model.ListAdds(adds))
+	if err != nil {
+		return nil, err
+	}
+	return model.BatchPayloads(ctx, results), nil
+}
+
 // RemoveListItemsWithValue is the resolver for the removeListItemsWithValue field.
 func (r *mutationResolver) RemoveListItemsWithValue(ctx context.Context, list model.ListRefInput, value values.Value) (*model.RemoveListItemsPayload, error) {
-	n, err := r.lists.RemoveValue(ctx, list.Ref(), value)
+	n, err := r.lists.RemoveValues(ctx, list.Ref(), []values.Value{value})
+	if err != nil {
+		return nil, err
+	}
+	return &model.RemoveListItemsPayload{Removed: int32(n)}, nil
+}
+
+// RemoveListItemsWithValues is the resolver for the removeListItemsWithValues field.
+func (r *mutationResolver) RemoveListItemsWithValues(ctx context.Context, list model.ListRefInput, values []values.Value) (*model.RemoveListItemsPayload, error) {
+	n, err := r.lists.RemoveValues(ctx, list.Ref(), values)
 	if err != nil {
 		return nil, err
 	}
@@ -119,12 +155,18 @@ func (r *queryResolver) Entities(ctx context.Context, typeArg string, entityIds 
 }
 
 // ListItems is the resolver for the listItems field.
-func (r *queryResolver) ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (model.ListPage, error) {
-	p, err := r.lists.Page(ctx, model.PageQuery(entityType, entityID, feature, version, minTimestamp, limit, after))
+func (r *queryResolver) ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time, limit *int32, after *string, distinct *bool) (model.ListPage, error) {
+	p, err := r.lists.Page(ctx, model.PageQuery(entityType, entityID, feature, version, minTimestamp, maxTimestamp, limit, after, distinct))
 	if err != nil {
 		return model.ListPage{}, err
 	}
 	return *model.ListPageOf(p), nil
+}
+
+// ListCount is the resolver for the listCount field.
+func (r *queryResolver) ListCount(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time) (int32, error) {
+	n, err := r.lists.Count(ctx, model.CountQuery(entityType, entityID, feature, version, minTimestamp, maxTimestamp))
+	return int32(n), err
 }
 
 // Entity returns exec.EntityResolver implementation.

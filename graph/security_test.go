@@ -58,8 +58,8 @@ func (w *writes) CreateFeature(ctx context.Context, f store.Feature) (store.Feat
 	return r, err
 }
 
-func (w *writes) RemoveValue(ctx context.Context, l store.List, value []byte) (int, error) {
-	n, err := w.Store.RemoveValue(ctx, l, value)
+func (w *writes) RemoveValues(ctx context.Context, l store.List, vs [][]byte) (int, error) {
+	n, err := w.Store.RemoveValues(ctx, l, vs)
 	if err == nil {
 		w.n++
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 )
@@ -44,20 +44,23 @@ func (s *Service) CreateFeature(ctx context.Context, f store.Feature) (store.Fea
 	if _, err := s.feature(ctx, f.EntityType, f.Name, f.Version); err == nil {
 		return f, store.FeatureExists(f.Key())
 	}
-	c.created[f.Key()] = &f
+	c.create(&f)
 	return f, nil
 }
 
 // CreateVersion creates another version of a feature: the same value
-// type, with the TTL and description given or those of its latest version.
-func (s *Service) CreateVersion(ctx context.Context, entityType, name, version string, ttl *time.Duration, description *string) (store.Feature, error) {
+// type, with the TTL, description and cap given or those of its latest
+// version.
+func (s *Service) CreateVersion(ctx context.Context, entityType, name, version string, ch features.VersionChanges) (store.Feature, error) {
 	c := checkFrom(ctx)
 	if c == nil {
-		return s.catalog.CreateVersion(ctx, entityType, name, version, ttl, description)
+		return s.catalog.CreateVersion(ctx, entityType, name, version, ch)
 	}
+	// The newest version, as the catalog would take it (not one an
+	// earlier field deletes), or one an earlier field creates.
 	var base *store.Feature
 	for _, f := range s.catalog.List(entityType) {
-		if f.Name == name {
+		if f.Name == name && !c.deleted[f.Key()] && (base == nil || f.CreatedAt.After(base.CreatedAt)) {
 			base = f
 		}
 	}
@@ -72,29 +75,35 @@ func (s *Service) CreateVersion(ctx context.Context, entityType, name, version s
 		}
 		return store.Feature{}, fmt.Errorf("feature %s#%s: %w: create it with createListFeature first", entityType, name, errkind.NotFound)
 	}
-	v := *base
-	v.Version = version
-	if ttl != nil {
-		v.TTL = *ttl
-	}
-	if description != nil {
-		v.Description = *description
-	}
+	v := ch.Apply(*base, version)
 	if err := v.Validate(s.now(), s.store.ExpiryCap()); err != nil {
 		return v, err
 	}
 	if _, err := s.feature(ctx, entityType, name, version); err == nil {
 		return v, store.FeatureExists(v.Key())
 	}
-	c.created[v.Key()] = &v
+	c.create(&v)
 	return v, nil
 }
 
 // DeleteFeature deletes every version of a feature and returns how many
 // there were.
 func (s *Service) DeleteFeature(ctx context.Context, entityType, name string) (int, error) {
-	if err := keys.ValidateFeature(entityType, name, ""); err != nil || checking(ctx) {
+	if err := keys.ValidateFeature(entityType, name, ""); err != nil {
 		return 0, err
+	}
+	if c := checkFrom(ctx); c != nil {
+		for _, f := range s.catalog.List(entityType) {
+			if f.Name == name {
+				c.forget(f.Key())
+			}
+		}
+		for key, f := range c.created {
+			if f.EntityType == entityType && f.Name == name {
+				c.forget(key)
+			}
+		}
+		return 0, nil
 	}
 	return s.catalog.Delete(ctx, entityType, name)
 }
@@ -102,8 +111,12 @@ func (s *Service) DeleteFeature(ctx context.Context, entityType, name string) (i
 // DeleteVersion deletes one version of a feature; false if it did not
 // exist.
 func (s *Service) DeleteVersion(ctx context.Context, entityType, name, version string) (bool, error) {
-	if err := keys.ValidateFeature(entityType, name, version); err != nil || checking(ctx) {
+	if err := keys.ValidateFeature(entityType, name, version); err != nil {
 		return false, err
+	}
+	if c := checkFrom(ctx); c != nil {
+		c.forget(keys.FeatureKey(entityType, name, version))
+		return false, nil
 	}
 	return s.catalog.DeleteVersion(ctx, entityType, name, version)
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -23,11 +24,21 @@ import (
 	"github.com/listgate/listgate/values"
 )
 
-// Limits bound what one call may ask for.
+// Limits bound what one call may ask for. Each is a flag of the gateway,
+// named in the error that enforces it.
 type Limits struct {
-	MaxListLimit     int // largest limit of one page
-	MaxEntities      int // most entities one call may name
-	MaxResponseBytes int // bytes of list items one request may read
+	MaxListLimit     int // largest limit of one page (--max-list-limit)
+	MaxEntities      int // most entities one call may name (--max-entities)
+	MaxResponseBytes int // bytes of list items one request may read (--max-response-bytes)
+	// MaxCount bounds the rows a count, or a search for values, may look
+	// at (--max-count).
+	MaxCount int
+	// MaxScanFactor bounds the rows a page that leaves rows out (distinct,
+	// or of a feature created again) may look at: this many per item of
+	// its limit (--max-scan-factor).
+	MaxScanFactor int
+	MaxValues     int // values of one search or removal (--max-values)
+	MaxBatchLists int // lists of one batch add (--max-batch-lists)
 }
 
 // DefaultLimit is the items of a page when the caller gives no limit.
@@ -85,9 +96,33 @@ type NewItem struct {
 // PageQuery asks for one page of a list, newest first.
 type PageQuery struct {
 	Ref
-	MinTimestamp *int64 // ns; nil or before 1970 keeps every item
-	Limit        *int   // nil: DefaultLimit
-	After        *string
+	Window
+	Limit    *int // nil: DefaultLimit
+	After    *string
+	Distinct bool // only the newest item of each value, within the page
+}
+
+// Window bounds the items of a read by timestamp (ns since the Unix
+// epoch), both bounds inclusive: nil keeps every item on that side.
+type Window struct {
+	MinTimestamp, MaxTimestamp *int64
+}
+
+// store is the window as the store takes it; empty is true when no item
+// can be in it (it ends before 1970, or before it starts).
+func (w Window) store() (sw store.Window, empty bool) {
+	if w.MinTimestamp != nil {
+		sw.MinTimestamp = max(*w.MinTimestamp, 0)
+	}
+	if w.MaxTimestamp != nil {
+		// Items are stamped from 1970 on, and every one stamped 1970-01-01
+		// exactly has long expired.
+		if *w.MaxTimestamp < max(sw.MinTimestamp, 1) {
+			return sw, true
+		}
+		sw.MaxTimestamp = *w.MaxTimestamp
+	}
+	return sw, false
 }
 
 // Page is a page of a list, newest first, with the feature it belongs to.
@@ -98,32 +133,36 @@ type Page struct {
 }
 
 // Page reads one page of a list, for one field of a request's response.
-// Every page a request reads goes through its loader (see WithRequest):
-// equal pages are read once, at most LoaderConfig.Concurrency at once, and
+// Every read a request makes goes through its loader (see WithRequest):
+// equal reads are made once, at most LoaderConfig.Concurrency at once, and
 // the pages a response shows are bounded together by MaxResponseBytes.
 func (s *Service) Page(ctx context.Context, q PageQuery) (*Page, error) {
 	f, err := s.catalog.Feature(ctx, q.EntityType, q.Feature, q.Version)
 	if err != nil {
 		return nil, err
 	}
-	rg := store.Range{Limit: DefaultLimit}
+	rg := store.Range{Limit: DefaultLimit, Distinct: q.Distinct}
 	if q.Limit != nil {
 		rg.Limit = *q.Limit
 	}
 	if rg.Limit < 1 || rg.Limit > s.limits.MaxListLimit {
-		return nil, fmt.Errorf("%w limit %d: must be from 1 to %d", errkind.Invalid, rg.Limit, s.limits.MaxListLimit)
+		return nil, fmt.Errorf("%w limit %d: must be from 1 to %d (--max-list-limit)", errkind.Invalid, rg.Limit, s.limits.MaxListLimit)
 	}
-	if q.MinTimestamp != nil {
-		rg.MinTimestamp = max(*q.MinTimestamp, 0)
+	rg.MaxScan = rg.Limit * s.limits.MaxScanFactor
+	w, empty := q.Window.store()
+	if empty {
+		return &Page{Feature: f}, keys.ValidateEntityID(q.EntityID)
 	}
+	rg.MinTimestamp, rg.MaxTimestamp = w.MinTimestamp, w.MaxTimestamp
 	if q.After != nil {
 		rg.After = *q.After // the store checks it is an item key, before any read
 	}
-	p, err := s.load(ctx, pageKey{feature: f, entityID: q.EntityID, r: rg})
+	res, err := s.load(ctx, readKey{op: readPage, feature: f, entityID: q.EntityID, r: rg})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.charge(ctx, f, p); err != nil {
+	p := res.page
+	if err := s.charge(ctx, f, p.Items); err != nil {
 		return nil, err
 	}
 	for _, it := range p.Items {
@@ -132,6 +171,97 @@ func (s *Service) Page(ctx context.Context, q PageQuery) (*Page, error) {
 		}
 	}
 	return &Page{Feature: f, Page: p}, nil
+}
+
+// CountQuery asks how many items a list holds in a window.
+type CountQuery struct {
+	Ref
+	Window
+}
+
+// Count counts a list's items in a window, through the request's loader.
+func (s *Service) Count(ctx context.Context, q CountQuery) (int, error) {
+	f, err := s.catalog.Feature(ctx, q.EntityType, q.Feature, q.Version)
+	if err != nil {
+		return 0, err
+	}
+	w, empty := q.Window.store()
+	if empty {
+		return 0, keys.ValidateEntityID(q.EntityID)
+	}
+	res, err := s.load(ctx, readKey{op: readCount, feature: f, entityID: q.EntityID, r: store.Range{MinTimestamp: w.MinTimestamp, MaxTimestamp: w.MaxTimestamp}})
+	if errors.Is(err, store.ErrTooManyRows) {
+		return 0, fmt.Errorf("%w count of %s/%s: the window holds more than %d items, more than one count may look at (--max-count); narrow it with minTimestamp and maxTimestamp", errkind.Invalid, f.Key(), q.EntityID, s.limits.MaxCount)
+	}
+	return res.count, err
+}
+
+// ContainsQuery asks, for each of some values, for the newest item of a
+// list holding it.
+type ContainsQuery struct {
+	Ref
+	Values       []values.Value
+	MinTimestamp *int64 // ns; nil keeps every item
+}
+
+// Found is the answer to a ContainsQuery: the newest item holding each
+// value, in the order asked, or nil.
+type Found struct {
+	Feature *store.Feature
+	Items   []*store.Item
+}
+
+// Contains finds the newest item holding each value, through the
+// request's loader: one key-only read of the list.
+func (s *Service) Contains(ctx context.Context, q ContainsQuery) (*Found, error) {
+	f, err := s.catalog.Feature(ctx, q.EntityType, q.Feature, q.Version)
+	if err != nil {
+		return nil, err
+	}
+	encoded, err := s.encodeValues(f, q.Values)
+	if err != nil {
+		return nil, err
+	}
+	hashes := make([]byte, 0, len(encoded)*keys.HashLen)
+	for _, v := range encoded {
+		hashes = keys.AppendValueHash(hashes, v)
+	}
+	k := readKey{op: readFind, feature: f, entityID: q.EntityID, hashes: string(hashes)}
+	if q.MinTimestamp != nil {
+		k.r.MinTimestamp = max(*q.MinTimestamp, 0)
+	}
+	res, err := s.load(ctx, k)
+	if errors.Is(err, store.ErrTooManyRows) {
+		return nil, fmt.Errorf("%w listContains of %s/%s: the list holds more than %d items from minTimestamp on, more than one search may look at (--max-count); narrow it with minTimestamp", errkind.Invalid, f.Key(), q.EntityID, s.limits.MaxCount)
+	}
+	if err != nil {
+		return nil, err
+	}
+	found := &Found{Feature: f, Items: make([]*store.Item, len(encoded))}
+	var shown []store.Item
+	for i, key := range res.found {
+		if key != "" {
+			found.Items[i] = &store.Item{Key: key, Timestamp: keys.ItemTimestamp(key), Value: encoded[i]}
+			shown = append(shown, *found.Items[i])
+		}
+	}
+	return found, s.charge(ctx, f, shown)
+}
+
+// encodeValues encodes values of a feature's type, at most MaxValues.
+func (s *Service) encodeValues(f *store.Feature, vs []values.Value) ([][]byte, error) {
+	if len(vs) == 0 || len(vs) > s.limits.MaxValues {
+		return nil, fmt.Errorf("%w values: %d given, must be from 1 to %d (--max-values)", errkind.Invalid, len(vs), s.limits.MaxValues)
+	}
+	out := make([][]byte, len(vs))
+	for i, v := range vs {
+		b, err := values.Encode(f.ValueType, v.Raw)
+		if err != nil {
+			return nil, fmt.Errorf("values[%d]: %w", i, err)
+		}
+		out[i] = b
+	}
+	return out, nil
 }
 
 // CheckEntity checks an entity's type and id.
@@ -167,6 +297,65 @@ func (s *Service) Add(ctx context.Context, ref Ref, items []NewItem) (store.AddR
 	return s.store.AddItems(ctx, l, add)
 }
 
+// ListAdd is the add of one list in a batch.
+type ListAdd struct {
+	Ref
+	Items []NewItem
+}
+
+// BatchResult is what one list's add of a batch did, or why it failed.
+type BatchResult struct {
+	store.AddResult
+	Err error
+}
+
+// AddBatch adds items to many lists: at most MaxBatchLists lists and
+// MaxAddItems items in all. Every add is checked before any is written,
+// so input that can never succeed writes nothing; then each list's add is
+// written as its own atomic batch, at most LoaderConfig.Concurrency at
+// once, and one that fails (its partition's replicas time out, say) fails
+// alone, in its result.
+func (s *Service) AddBatch(ctx context.Context, adds []ListAdd) ([]BatchResult, error) {
+	if len(adds) == 0 || len(adds) > s.limits.MaxBatchLists {
+		return nil, fmt.Errorf("%w adds: %d lists, must be from 1 to %d (--max-batch-lists)", errkind.Invalid, len(adds), s.limits.MaxBatchLists)
+	}
+	total := 0
+	for _, a := range adds {
+		total += len(a.Items)
+	}
+	if limit := s.store.Limits().MaxAddItems; total > limit {
+		return nil, fmt.Errorf("%w adds: %d items in all, more than the %d one request may add (--max-add-items)", errkind.Invalid, total, limit)
+	}
+	type write struct {
+		l     store.List
+		items []store.NewItem
+	}
+	writes := make([]write, len(adds))
+	for i, a := range adds {
+		l, items, err := s.prepare(ctx, a.Ref, a.Items, true)
+		if err != nil {
+			return nil, fmt.Errorf("adds[%d]: %w", i, err)
+		}
+		writes[i] = write{l, items}
+	}
+	if checking(ctx) {
+		return nil, nil
+	}
+	results := make([]BatchResult, len(writes))
+	sem := make(chan struct{}, s.loader.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, w := range writes {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			res, err := s.store.AddItems(ctx, w.l, w.items)
+			results[i] = BatchResult{AddResult: res, Err: err}
+		})
+	}
+	wg.Wait()
+	return results, nil
+}
+
 // prepare turns an add into the list and items to write. With check, it
 // also checks what the store checks before it writes (ids, limits,
 // timestamps, TTLs), so that an add bound to fail fails before anything
@@ -196,18 +385,18 @@ func (s *Service) prepare(ctx context.Context, ref Ref, items []NewItem, check b
 	return l, add, nil
 }
 
-// RemoveValue removes every item of a list with that value and returns how
-// many there were.
-func (s *Service) RemoveValue(ctx context.Context, ref Ref, value values.Value) (int, error) {
+// RemoveValues removes every item of a list holding one of the values and
+// returns how many there were.
+func (s *Service) RemoveValues(ctx context.Context, ref Ref, vs []values.Value) (int, error) {
 	l, err := s.list(ctx, ref)
 	if err != nil {
 		return 0, err
 	}
-	v, err := values.Encode(l.Feature.ValueType, value.Raw)
+	encoded, err := s.encodeValues(l.Feature, vs)
 	if err != nil || checking(ctx) {
 		return 0, err
 	}
-	return s.store.RemoveValue(ctx, l, v)
+	return s.store.RemoveValues(ctx, l, encoded)
 }
 
 // RemoveAll empties a list.
@@ -241,13 +430,14 @@ func (s *Service) list(ctx context.Context, ref Ref) (store.List, error) {
 // feature looks a feature up in the catalog; while a mutation operation is
 // checked, features that an earlier field of it creates count too.
 func (s *Service) feature(ctx context.Context, entityType, name, version string) (*store.Feature, error) {
-	f, err := s.catalog.Feature(ctx, entityType, name, version)
-	if errors.Is(err, errkind.NotFound) {
-		if c := checkFrom(ctx); c != nil {
-			if f, ok := c.created[keys.FeatureKey(entityType, name, version)]; ok {
-				return f, nil
-			}
+	if c := checkFrom(ctx); c != nil {
+		key := keys.FeatureKey(entityType, name, version)
+		if f, ok := c.created[key]; ok {
+			return f, nil
+		}
+		if c.deleted[key] {
+			return nil, fmt.Errorf("feature %s: %w: an earlier field of this operation deletes it", key, errkind.NotFound)
 		}
 	}
-	return f, err
+	return s.catalog.Feature(ctx, entityType, name, version)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/keys"
 )
 
 // LoaderConfig tunes the per-request page loader.
@@ -39,18 +40,37 @@ type LoaderConfig struct {
 // request in one wave (32 at once: 3.1× the 1-entity p50; 128: 2.8×).
 var DefaultLoaderConfig = LoaderConfig{Wait: 0, MaxBatch: 1000, Concurrency: 128}
 
-// pageKey names one page of one list. Equal keys in one request are read
+// readOp is what a read asks of a list.
+type readOp uint8
+
+const (
+	readPage  readOp = iota // a page of items
+	readCount               // how many items a window holds
+	readFind                // the newest item holding each of some values
+)
+
+// readKey names one read of one list. Equal keys in one request are read
 // once. The feature pointer comes from the catalog snapshot, so equal
 // feature keys give equal pointers.
-type pageKey struct {
+type readKey struct {
+	op       readOp
 	feature  *store.Feature
 	entityID string
-	r        store.Range
+	r        store.Range // a page's range; a count's window; a search's MinTimestamp
+	hashes   string      // a search's value hashes, each keys.HashLen long
 }
 
 // String names the key in the batch span's keys.
-func (k pageKey) String() string {
-	return fmt.Sprintf("%s/%s min=%d limit=%d after=%q", k.feature.Key(), k.entityID, k.r.MinTimestamp, k.r.Limit, k.r.After)
+func (k readKey) String() string {
+	return fmt.Sprintf("%s %s/%s min=%d max=%d limit=%d after=%q distinct=%v values=%d", [...]string{"page", "count", "find"}[k.op],
+		k.feature.Key(), k.entityID, k.r.MinTimestamp, k.r.MaxTimestamp, k.r.Limit, k.r.After, k.r.Distinct, len(k.hashes)/keys.HashLen)
+}
+
+// readResult is what a read gives, by its op.
+type readResult struct {
+	page  store.Page
+	count int
+	found []string // item keys, "" where none holds the value
 }
 
 // loader makes the per-request page loaders.
@@ -58,7 +78,7 @@ type loader struct {
 	s         *Service
 	cfg       LoaderConfig
 	onPanic   func(ctx context.Context, p any) error
-	tracer    *dlotel.Tracer[pageKey, store.Page] // nil: no spans
+	tracer    *dlotel.Tracer[readKey, readResult] // nil: no spans
 	batchSize metric.Int64Histogram
 }
 
@@ -74,7 +94,7 @@ func newLoader(s *Service, cfg LoaderConfig, tracer trace.Tracer, meter metric.M
 	}
 	l := &loader{s: s, cfg: cfg, onPanic: onPanic, batchSize: size}
 	if tracer != nil {
-		l.tracer = dlotel.NewTracer[pageKey, store.Page](tracer)
+		l.tracer = dlotel.NewTracer[readKey, readResult](tracer)
 	}
 	return l, nil
 }
@@ -85,8 +105,8 @@ func newLoader(s *Service, cfg LoaderConfig, tracer trace.Tracer, meter metric.M
 // another's keys.
 type request struct {
 	once   sync.Once
-	pages  *dataloader.Loader[pageKey, store.Page]
-	single atomic.Bool  // the operation reads at most one page
+	reads  *dataloader.Loader[readKey, readResult]
+	single atomic.Bool  // the operation makes at most one read
 	bytes  atomic.Int64 // of the list items the response shows, up to MaxResponseBytes
 }
 
@@ -98,10 +118,10 @@ func WithRequest(ctx context.Context) context.Context {
 	return context.WithValue(ctx, requestKey{}, &request{})
 }
 
-// SingleRead tells the service that the request's operation reads at most
-// one page: a loader would have nothing to batch, and handing the read to
+// SingleRead tells the service that the request's operation makes at most
+// one read: a loader would have nothing to batch, and handing the read to
 // its goroutines costs more than the read on the embedded store (a 1-item
-// listItems: 25 → 45–65 µs of CPU, BenchmarkListItems). The page is read
+// listItems: 25 → 45–65 µs of CPU, BenchmarkListItems). The read is made
 // by the same function, in the caller's goroutine.
 func SingleRead(ctx context.Context) {
 	if r := requestFrom(ctx); r != nil {
@@ -114,45 +134,45 @@ func requestFrom(ctx context.Context) *request {
 	return r
 }
 
-// load reads one page for the request in ctx, through its loader.
-func (s *Service) load(ctx context.Context, k pageKey) (store.Page, error) {
+// load makes one read for the request in ctx, through its loader.
+func (s *Service) load(ctx context.Context, k readKey) (readResult, error) {
 	req := requestFrom(ctx)
 	if req == nil || req.single.Load() {
 		return s.read(ctx, req, k)
 	}
 	req.once.Do(func() {
-		opts := []dataloader.Option[pageKey, store.Page]{
-			dataloader.WithWait[pageKey, store.Page](s.loader.cfg.Wait),
-			dataloader.WithBatchCapacity[pageKey, store.Page](s.loader.cfg.MaxBatch),
+		opts := []dataloader.Option[readKey, readResult]{
+			dataloader.WithWait[readKey, readResult](s.loader.cfg.Wait),
+			dataloader.WithBatchCapacity[readKey, readResult](s.loader.cfg.MaxBatch),
 			// The channel that gathers a batch's keys; dataloader's 1,000
 			// slots cost 8 KB per request.
-			dataloader.WithInputCapacity[pageKey, store.Page](64),
+			dataloader.WithInputCapacity[readKey, readResult](64),
 		}
 		if s.loader.tracer != nil {
-			opts = append(opts, dataloader.WithTracer[pageKey, store.Page](s.loader.tracer))
+			opts = append(opts, dataloader.WithTracer[readKey, readResult](s.loader.tracer))
 		}
-		req.pages = dataloader.NewBatchedLoader(s.loader.batch, opts...)
+		req.reads = dataloader.NewBatchedLoader(s.loader.batch, opts...)
 	})
-	return req.pages.Load(ctx, k)()
+	return req.reads.Load(ctx, k)()
 }
 
-// batch reads each page of a batch with its own single-partition query, at
+// batch makes each read of a batch with its own single-partition query, at
 // most Concurrency at once; never a multi-partition IN. Each key gets its
 // own result, so one failing list fails only its field.
-func (l *loader) batch(ctx context.Context, keys []pageKey) []*dataloader.Result[store.Page] {
+func (l *loader) batch(ctx context.Context, keys []readKey) []*dataloader.Result[readResult] {
 	l.batchSize.Record(ctx, int64(len(keys)))
 	req := requestFrom(ctx)
-	results := make([]*dataloader.Result[store.Page], len(keys))
+	results := make([]*dataloader.Result[readResult], len(keys))
 	read := func(i int) {
 		// Reads run in goroutines of their own, where a panic would end
 		// the process: it fails the key instead.
 		defer func() {
 			if p := recover(); p != nil {
-				results[i] = &dataloader.Result[store.Page]{Error: l.onPanic(ctx, p)}
+				results[i] = &dataloader.Result[readResult]{Error: l.onPanic(ctx, p)}
 			}
 		}()
-		p, err := l.s.read(ctx, req, keys[i])
-		results[i] = &dataloader.Result[store.Page]{Data: p, Error: err}
+		res, err := l.s.read(ctx, req, keys[i])
+		results[i] = &dataloader.Result[readResult]{Data: res, Error: err}
 	}
 	if len(keys) == 1 {
 		read(0)
@@ -171,29 +191,42 @@ func (l *loader) batch(ctx context.Context, keys []pageKey) []*dataloader.Result
 	return results
 }
 
-// read reads one page. Once the request's response is full, its remaining
+// read makes one read. Once the request's response is full, its remaining
 // reads are not made: they would only hold memory for fields that fail.
-func (s *Service) read(ctx context.Context, req *request, k pageKey) (store.Page, error) {
+func (s *Service) read(ctx context.Context, req *request, k readKey) (res readResult, err error) {
 	if req != nil && req.bytes.Load() > int64(s.limits.MaxResponseBytes) {
-		return store.Page{}, s.tooLarge(k.feature)
+		return res, s.tooLarge(k.feature)
 	}
-	return s.store.Items(ctx, store.List{Feature: k.feature, EntityID: k.entityID}, k.r)
+	l := store.List{Feature: k.feature, EntityID: k.entityID}
+	switch k.op {
+	case readCount:
+		res.count, err = s.store.Count(ctx, l, store.Window{MinTimestamp: k.r.MinTimestamp, MaxTimestamp: k.r.MaxTimestamp}, s.limits.MaxCount)
+	case readFind:
+		hashes := make([]string, len(k.hashes)/keys.HashLen)
+		for i := range hashes {
+			hashes[i] = k.hashes[i*keys.HashLen : (i+1)*keys.HashLen]
+		}
+		res.found, err = s.store.Find(ctx, l, hashes, k.r.MinTimestamp, s.limits.MaxCount)
+	default:
+		res.page, err = s.store.Items(ctx, l, k.r)
+	}
+	return res, err
 }
 
-// charge counts a page's bytes against the request's response: each field
-// that shows a page is charged, aliases of one page too, since each writes
-// its own copy.
-func (s *Service) charge(ctx context.Context, f *store.Feature, p store.Page) error {
-	if req := requestFrom(ctx); req != nil && req.bytes.Add(int64(pageBytes(f, p))) > int64(s.limits.MaxResponseBytes) {
+// charge counts the bytes of a field's items against the request's
+// response: each field that shows items is charged, aliases of one read
+// too, since each writes its own copy.
+func (s *Service) charge(ctx context.Context, f *store.Feature, items []store.Item) error {
+	if req := requestFrom(ctx); req != nil && req.bytes.Add(int64(itemsBytes(f, items))) > int64(s.limits.MaxResponseBytes) {
 		return s.tooLarge(f)
 	}
 	return nil
 }
 
-// pageBytes estimates what a page adds to a response.
-func pageBytes(f *store.Feature, p store.Page) int {
+// itemsBytes estimates what items add to a response.
+func itemsBytes(f *store.Feature, items []store.Item) int {
 	size := 0
-	for _, it := range p.Items {
+	for _, it := range items {
 		size += itemBytes + len(it.Key) + len(it.Value)
 	}
 	if f.ValueType == store.Bytes {

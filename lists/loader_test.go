@@ -29,7 +29,7 @@ func BenchmarkLoaderBatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, n := range []int{1, 10, 100} {
-		var keys []pageKey
+		var keys []readKey
 		for i := range n {
 			id := fmt.Sprint("u", i)
 			items := make([]store.NewItem, 10)
@@ -39,13 +39,13 @@ func BenchmarkLoaderBatch(b *testing.B) {
 			if _, err := s.AddItems(ctx, store.List{Feature: &f, EntityID: id}, items); err != nil {
 				b.Fatal(err)
 			}
-			keys = append(keys, pageKey{feature: &f, entityID: id, r: store.Range{Limit: 10}})
+			keys = append(keys, readKey{feature: &f, entityID: id, r: store.Range{Limit: 10}})
 		}
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				for _, r := range svc.loader.batch(ctx, keys) {
-					if r.Error != nil || len(r.Data.Items) != 10 {
+					if r.Error != nil || len(r.Data.page.Items) != 10 {
 						b.Fatalf("%+v", r)
 					}
 				}

@@ -1,7 +1,11 @@
 package store
 
 import (
+	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/listgate/listgate/errkind"
@@ -78,4 +82,59 @@ func PrepareAdd(l List, items []NewItem, now, expiryCap time.Time, lim Limits) (
 		writes = append(writes, Write{Key: k, Value: it.Value, TTL: ttl})
 	}
 	return writes, expired, nil
+}
+
+// A capped list is trimmed by the adds: an add that trims reads the keys of
+// the list's newest MaxItems visible rows (one key-only query) and deletes,
+// in its own batch, every row below the newest MaxItems of those and of its
+// own items (one range delete, item_key < boundary). Reading MaxItems keys
+// on every add would cost an add as much as the cap, so an add of n items
+// trims with probability n/TrimSlack: a list is trimmed about once every
+// TrimSlack items added, holds MaxItems + TrimSlack rows on average just
+// before a trim, and more than MaxItems + k·TrimSlack with probability
+// about e^-k. Reads never show the rows past the cap (ReadPage ranks
+// them), so the slack costs space, never correctness.
+
+// TrimSlack is how many items past its cap a list takes, on average,
+// before an add trims it: an eighth of the cap, at least 16.
+func TrimSlack(maxItems int) int { return max(maxItems/8, 16) }
+
+// ShouldTrim tells an add of n items to a list whether to trim it.
+func ShouldTrim(f *Feature, n int) bool {
+	return f.MaxItems > 0 && rand.IntN(TrimSlack(f.MaxItems)) < n
+}
+
+// TrimBoundary is the key below which every row of a capped list is past
+// its cap once an add writes added (its item keys): the MaxItems-th newest
+// of the keys of top (the list's newest visible keys, newest first, from
+// NewestKeys) and added. "" when the list stays within its cap.
+func TrimBoundary(f *Feature, top []string, added []Write) string {
+	merged := make([]string, 0, len(top)+len(added))
+	merged = append(merged, top...)
+	for _, w := range added {
+		merged = append(merged, w.Key)
+	}
+	slices.Sort(merged)
+	merged = slices.Compact(merged)
+	if len(merged) <= f.MaxItems {
+		return ""
+	}
+	return merged[len(merged)-f.MaxItems]
+}
+
+// NewestKeys reads, with scan, the keys of a capped list's newest MaxItems
+// visible rows, newest first.
+func NewestKeys(ctx context.Context, l List, scan Scanner) ([]string, error) {
+	v := &view{f: l.Feature}
+	s, _ := v.scanFor(region{})
+	s.Limit = math.MaxInt32
+	var top []string
+	err := scan(ctx, s, func(row Row) bool {
+		ok, end := v.visible(row)
+		if ok {
+			top = append(top, row.Key)
+		}
+		return !end
+	})
+	return top, err
 }

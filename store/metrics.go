@@ -21,7 +21,7 @@ func Instrument(s Store, mp metric.MeterProvider) (Store, error) {
 		{&in.read, "listgate.list.items.read", "Items returned by list reads."},
 		{&in.added, "listgate.list.items.added", "Distinct items written by adds."},
 		{&in.expired, "listgate.list.items.expired", "Items of adds that had already expired and were not written."},
-		{&in.removed, "listgate.list.items.removed", "Items removed by removeListItemsWithValue."},
+		{&in.removed, "listgate.list.items.removed", "Items removed by removeListItemsWithValue(s)."},
 	}
 	var err error
 	for _, c := range counters {
@@ -33,7 +33,7 @@ func Instrument(s Store, mp metric.MeterProvider) (Store, error) {
 		metric.WithDescription("Duration of list operations on the store, by operation and outcome.")); err != nil {
 		return nil, err
 	}
-	for _, op := range []string{"items", "add", "remove_value", "remove_all"} {
+	for _, op := range []string{"items", "count", "find", "add", "remove_values", "remove_all"} {
 		in.outcomes[op] = [2]metric.MeasurementOption{
 			metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", "ok"))),
 			metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", "error"))),
@@ -74,10 +74,24 @@ func (s *instrumented) AddItems(ctx context.Context, l List, items []NewItem) (A
 	return res, err
 }
 
-func (s *instrumented) RemoveValue(ctx context.Context, l List, value []byte) (int, error) {
+func (s *instrumented) Count(ctx context.Context, l List, w Window, maxRows int) (int, error) {
 	start := time.Now()
-	n, err := s.Store.RemoveValue(ctx, l, value)
-	s.done(ctx, "remove_value", start, err)
+	n, err := s.Store.Count(ctx, l, w, maxRows)
+	s.done(ctx, "count", start, err)
+	return n, err
+}
+
+func (s *instrumented) Find(ctx context.Context, l List, hashes []string, minTimestamp int64, maxRows int) ([]string, error) {
+	start := time.Now()
+	found, err := s.Store.Find(ctx, l, hashes, minTimestamp, maxRows)
+	s.done(ctx, "find", start, err)
+	return found, err
+}
+
+func (s *instrumented) RemoveValues(ctx context.Context, l List, values [][]byte) (int, error) {
+	start := time.Now()
+	n, err := s.Store.RemoveValues(ctx, l, values)
+	s.done(ctx, "remove_values", start, err)
 	s.removed.Add(ctx, int64(n))
 	return n, err
 }

@@ -45,6 +45,15 @@ type Feature struct {
 	TTL         time.Duration
 	Description string
 	CreatedAt   time.Time
+	// MaxItems caps each list: reads show only its newest MaxItems items,
+	// and adds delete the items pushed out (see ShouldTrim). 0: no cap.
+	MaxItems int
+	// ItemsSince is set when the feature was created again after a
+	// deletion: rows written before it (µs since the epoch, the write time
+	// CQL keeps per cell) belong to the deleted feature and are never
+	// shown. 0 for a feature never re-created, whose reads ask for no
+	// write times.
+	ItemsSince int64
 }
 
 // Key is the feature key "$entityType#$name|$version".
@@ -62,11 +71,17 @@ func (f *Feature) Validate(now, expiryCap time.Time) error {
 	if len(f.Description) > MaxDescriptionLen {
 		return fmt.Errorf("%w description: longer than 1024 bytes", errkind.Invalid)
 	}
+	if f.MaxItems < 0 || f.MaxItems > MaxMaxItems {
+		return fmt.Errorf("%w maxItems %d: must be from 1 to %d, or left out for no cap", errkind.Invalid, f.MaxItems, MaxMaxItems)
+	}
 	return keys.ValidateFeatureTTL(f.TTL, now, expiryCap)
 }
 
 // MaxDescriptionLen bounds a feature's description.
 const MaxDescriptionLen = 1024
+
+// MaxMaxItems bounds a feature's cap.
+const MaxMaxItems = 100_000
 
 // List names one entity's list of a feature.
 type List struct {
@@ -98,8 +113,15 @@ type NewItem struct {
 // Range selects a page of a list, newest first.
 type Range struct {
 	MinTimestamp int64  // items older than this are left out; 0 keeps all
+	MaxTimestamp int64  // items newer than this are left out; 0 keeps all
 	Limit        int    // at most this many items, 1..MaxLimit
 	After        string // a cursor (an item key): only items older than it
+	// Distinct keeps only the newest item of each value within the page.
+	Distinct bool
+	// MaxScan bounds the rows a page looks at when it may leave rows out
+	// (Distinct, or a feature created again): past it the page ends early,
+	// with HasMore and End where the next page starts. At least Limit+1.
+	MaxScan int
 }
 
 // MaxLimit bounds the items of one page.
@@ -110,8 +132,8 @@ func (r Range) Validate() error {
 	if r.Limit < 1 || r.Limit > MaxLimit {
 		return fmt.Errorf("%w limit: must be from 1 to 10000", errkind.Invalid)
 	}
-	if r.MinTimestamp < 0 {
-		return fmt.Errorf("%w minTimestamp: before 1970-01-01", errkind.Invalid)
+	if err := (Window{r.MinTimestamp, r.MaxTimestamp}).Validate(); err != nil {
+		return err
 	}
 	if r.After != "" {
 		if _, err := keys.ParseItemKey(r.After); err != nil {
@@ -121,10 +143,31 @@ func (r Range) Validate() error {
 	return nil
 }
 
+// Window selects items by timestamp, both bounds inclusive.
+type Window struct {
+	MinTimestamp int64 // items older than this are left out; 0 keeps all
+	MaxTimestamp int64 // items newer than this are left out; 0 keeps all
+}
+
+// Validate checks a window.
+func (w Window) Validate() error {
+	if w.MinTimestamp < 0 {
+		return fmt.Errorf("%w minTimestamp: before 1970-01-01", errkind.Invalid)
+	}
+	if w.MaxTimestamp < 0 {
+		return fmt.Errorf("%w maxTimestamp: before 1970-01-01", errkind.Invalid)
+	}
+	return nil
+}
+
 // Page is one page of a list, newest first.
 type Page struct {
 	Items   []Item
-	HasMore bool // more items match after the last one
+	HasMore bool // more items may follow End
+	// End is where the next page starts (its After): the last item's key,
+	// or, when the page stopped at its MaxScan, the last key it looked at.
+	// "" when the page is empty and nothing follows.
+	End string
 }
 
 // AddResult counts what an add did.
@@ -133,10 +176,13 @@ type AddResult struct {
 	Expired int // items already expired, not written
 }
 
-// Store keeps list features and their lists.
+// Store keeps list features and their lists. Every list operation is one
+// single-partition query, or one single-partition batch (RemoveValues
+// deletes what its one query found in batches of ten keys).
 type Store interface {
-	// CreateFeature stores a new feature. errkind.Conflict if it exists, or if it
-	// was deleted and items written under it may still be live.
+	// CreateFeature stores a new feature, or creates a deleted one again
+	// (setting ItemsSince, or dropping the old items), errkind.Conflict if
+	// it exists.
 	CreateFeature(ctx context.Context, f Feature) (Feature, error)
 	// Features lists the live features, of one entity type or of all when
 	// entityType is "", ordered by key.
@@ -145,13 +191,21 @@ type Store interface {
 	// exist. Its items are left to expire.
 	DeleteFeature(ctx context.Context, entityType, name, version string) (bool, error)
 
-	// Items reads one page of a list, newest first.
+	// Items reads one page of a list, newest first (ReadPage).
 	Items(ctx context.Context, l List, r Range) (Page, error)
-	// AddItems writes items into a list, all or nothing.
+	// Count counts a list's items in a window, looking at no more than
+	// maxRows rows (CountItems).
+	Count(ctx context.Context, l List, w Window, maxRows int) (int, error)
+	// Find returns, for each value hash, the key of the newest item at or
+	// after minTimestamp holding it, or "", looking at no more than maxRows
+	// rows (FindItems).
+	Find(ctx context.Context, l List, hashes []string, minTimestamp int64, maxRows int) ([]string, error)
+	// AddItems writes items into a list, all or nothing, and trims a
+	// capped list (ShouldTrim).
 	AddItems(ctx context.Context, l List, items []NewItem) (AddResult, error)
-	// RemoveValue removes every item of a list with that value and returns
-	// how many there were.
-	RemoveValue(ctx context.Context, l List, value []byte) (int, error)
+	// RemoveValues removes every item of a list holding one of the values
+	// and returns how many there were.
+	RemoveValues(ctx context.Context, l List, values [][]byte) (int, error)
 	// RemoveAll empties a list.
 	RemoveAll(ctx context.Context, l List) error
 
@@ -167,11 +221,4 @@ type Store interface {
 // FeatureExists is the error for creating a feature that exists.
 func FeatureExists(key string) error {
 	return fmt.Errorf("feature %s: %w: it already exists", key, errkind.Conflict)
-}
-
-// RecreateTooSoon is the error for creating a deleted feature again while
-// items written under it may still be live.
-func RecreateTooSoon(key string, deletedAt, after time.Time) error {
-	return fmt.Errorf("feature %s: %w: it was deleted at %s and items written under it may live until %s; create it again after that time, or create a new version",
-		key, errkind.Conflict, deletedAt.UTC().Format(time.RFC3339), after.UTC().Format(time.RFC3339))
 }

@@ -45,10 +45,12 @@ type ComplexityRoot struct {
 	}
 
 	Entity struct {
-		EntityID func(childComplexity int) int
-		ID       func(childComplexity int) int
-		List     func(childComplexity int, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) int
-		Type     func(childComplexity int) int
+		EntityID     func(childComplexity int) int
+		ID           func(childComplexity int) int
+		List         func(childComplexity int, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time, limit *int32, after *string, distinct *bool) int
+		ListContains func(childComplexity int, feature string, version *string, values []values.Value, minTimestamp *model.Time) int
+		ListCount    func(childComplexity int, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time) int
+		Type         func(childComplexity int) int
 	}
 
 	ListFeature struct {
@@ -56,6 +58,7 @@ type ComplexityRoot struct {
 		Description func(childComplexity int) int
 		EntityType  func(childComplexity int) int
 		Key         func(childComplexity int) int
+		MaxItems    func(childComplexity int) int
 		Name        func(childComplexity int) int
 		TTLSeconds  func(childComplexity int) int
 		ValueType   func(childComplexity int) int
@@ -76,21 +79,24 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		AddListItems             func(childComplexity int, list model.ListRefInput, items []model.ListItemInput) int
-		CreateListFeature        func(childComplexity int, input model.CreateListFeatureInput) int
-		CreateListFeatureVersion func(childComplexity int, entityType string, name string, version string, ttlSeconds *int32, description *string) int
-		DeleteListFeature        func(childComplexity int, entityType string, name string) int
-		DeleteListFeatureVersion func(childComplexity int, entityType string, name string, version string) int
-		RemoveAllListItems       func(childComplexity int, list model.ListRefInput) int
-		RemoveListItemsWithValue func(childComplexity int, list model.ListRefInput, value values.Value) int
+		AddListItems              func(childComplexity int, list model.ListRefInput, items []model.ListItemInput) int
+		AddListItemsBatch         func(childComplexity int, adds []model.ListAddInput) int
+		CreateListFeature         func(childComplexity int, input model.CreateListFeatureInput) int
+		CreateListFeatureVersion  func(childComplexity int, entityType string, name string, version string, ttlSeconds *int32, description *string, maxItems *int32) int
+		DeleteListFeature         func(childComplexity int, entityType string, name string) int
+		DeleteListFeatureVersion  func(childComplexity int, entityType string, name string, version string) int
+		RemoveAllListItems        func(childComplexity int, list model.ListRefInput) int
+		RemoveListItemsWithValue  func(childComplexity int, list model.ListRefInput, value values.Value) int
+		RemoveListItemsWithValues func(childComplexity int, list model.ListRefInput, values []values.Value) int
 	}
 
 	Query struct {
 		Entities     func(childComplexity int, typeArg string, entityIds []string) int
 		Entity       func(childComplexity int, typeArg string, entityID string) int
+		ListCount    func(childComplexity int, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time) int
 		ListFeature  func(childComplexity int, entityType string, name string, version *string) int
 		ListFeatures func(childComplexity int, entityType *string) int
-		ListItems    func(childComplexity int, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) int
+		ListItems    func(childComplexity int, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time, limit *int32, after *string, distinct *bool) int
 	}
 
 	RemoveListItemsPayload struct {
@@ -103,15 +109,19 @@ type ComplexityRoot struct {
 // region    ************************** generated!.gotpl **************************
 
 type EntityResolver interface {
-	List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (*model.ListPage, error)
+	List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time, limit *int32, after *string, distinct *bool) (*model.ListPage, error)
+	ListCount(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time) (*int32, error)
+	ListContains(ctx context.Context, obj *model.Entity, feature string, version *string, values []values.Value, minTimestamp *model.Time) ([]*model.ListItem, error)
 }
 type MutationResolver interface {
 	CreateListFeature(ctx context.Context, input model.CreateListFeatureInput) (*model.ListFeature, error)
-	CreateListFeatureVersion(ctx context.Context, entityType string, name string, version string, ttlSeconds *int32, description *string) (*model.ListFeature, error)
+	CreateListFeatureVersion(ctx context.Context, entityType string, name string, version string, ttlSeconds *int32, description *string, maxItems *int32) (*model.ListFeature, error)
 	DeleteListFeature(ctx context.Context, entityType string, name string) (*int32, error)
 	DeleteListFeatureVersion(ctx context.Context, entityType string, name string, version string) (*bool, error)
 	AddListItems(ctx context.Context, list model.ListRefInput, items []model.ListItemInput) (*model.AddListItemsPayload, error)
+	AddListItemsBatch(ctx context.Context, adds []model.ListAddInput) ([]*model.AddListItemsPayload, error)
 	RemoveListItemsWithValue(ctx context.Context, list model.ListRefInput, value values.Value) (*model.RemoveListItemsPayload, error)
+	RemoveListItemsWithValues(ctx context.Context, list model.ListRefInput, values []values.Value) (*model.RemoveListItemsPayload, error)
 	RemoveAllListItems(ctx context.Context, list model.ListRefInput) (*bool, error)
 }
 type QueryResolver interface {
@@ -119,7 +129,8 @@ type QueryResolver interface {
 	ListFeature(ctx context.Context, entityType string, name string, version *string) (*model.ListFeature, error)
 	Entity(ctx context.Context, typeArg string, entityID string) (model.Entity, error)
 	Entities(ctx context.Context, typeArg string, entityIds []string) ([]model.Entity, error)
-	ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, limit *int32, after *string) (model.ListPage, error)
+	ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time, limit *int32, after *string, distinct *bool) (model.ListPage, error)
+	ListCount(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time) (int32, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -175,7 +186,29 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Entity.List(childComplexity, args["feature"].(string), args["version"].(*string), args["minTimestamp"].(*model.Time), args["limit"].(*int32), args["after"].(*string)), true
+		return e.ComplexityRoot.Entity.List(childComplexity, args["feature"].(string), args["version"].(*string), args["minTimestamp"].(*model.Time), args["maxTimestamp"].(*model.Time), args["limit"].(*int32), args["after"].(*string), args["distinct"].(*bool)), true
+	case "Entity.listContains":
+		if e.ComplexityRoot.Entity.ListContains == nil {
+			break
+		}
+
+		args, err := ec.field_Entity_listContains_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Entity.ListContains(childComplexity, args["feature"].(string), args["version"].(*string), args["values"].([]values.Value), args["minTimestamp"].(*model.Time)), true
+	case "Entity.listCount":
+		if e.ComplexityRoot.Entity.ListCount == nil {
+			break
+		}
+
+		args, err := ec.field_Entity_listCount_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Entity.ListCount(childComplexity, args["feature"].(string), args["version"].(*string), args["minTimestamp"].(*model.Time), args["maxTimestamp"].(*model.Time)), true
 	case "Entity.type":
 		if e.ComplexityRoot.Entity.Type == nil {
 			break
@@ -207,6 +240,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ListFeature.Key(childComplexity), true
+	case "ListFeature.maxItems":
+		if e.ComplexityRoot.ListFeature.MaxItems == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ListFeature.MaxItems(childComplexity), true
 	case "ListFeature.name":
 		if e.ComplexityRoot.ListFeature.Name == nil {
 			break
@@ -287,6 +326,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.AddListItems(childComplexity, args["list"].(model.ListRefInput), args["items"].([]model.ListItemInput)), true
+	case "Mutation.addListItemsBatch":
+		if e.ComplexityRoot.Mutation.AddListItemsBatch == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_addListItemsBatch_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AddListItemsBatch(childComplexity, args["adds"].([]model.ListAddInput)), true
 	case "Mutation.createListFeature":
 		if e.ComplexityRoot.Mutation.CreateListFeature == nil {
 			break
@@ -308,7 +358,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CreateListFeatureVersion(childComplexity, args["entityType"].(string), args["name"].(string), args["version"].(string), args["ttlSeconds"].(*int32), args["description"].(*string)), true
+		return e.ComplexityRoot.Mutation.CreateListFeatureVersion(childComplexity, args["entityType"].(string), args["name"].(string), args["version"].(string), args["ttlSeconds"].(*int32), args["description"].(*string), args["maxItems"].(*int32)), true
 	case "Mutation.deleteListFeature":
 		if e.ComplexityRoot.Mutation.DeleteListFeature == nil {
 			break
@@ -353,6 +403,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RemoveListItemsWithValue(childComplexity, args["list"].(model.ListRefInput), args["value"].(values.Value)), true
+	case "Mutation.removeListItemsWithValues":
+		if e.ComplexityRoot.Mutation.RemoveListItemsWithValues == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_removeListItemsWithValues_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RemoveListItemsWithValues(childComplexity, args["list"].(model.ListRefInput), args["values"].([]values.Value)), true
 
 	case "Query.entities":
 		if e.ComplexityRoot.Query.Entities == nil {
@@ -377,6 +438,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Entity(childComplexity, args["type"].(string), args["entityId"].(string)), true
 
+	case "Query.listCount":
+		if e.ComplexityRoot.Query.ListCount == nil {
+			break
+		}
+
+		args, err := ec.field_Query_listCount_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.ListCount(childComplexity, args["entityType"].(string), args["entityId"].(string), args["feature"].(string), args["version"].(*string), args["minTimestamp"].(*model.Time), args["maxTimestamp"].(*model.Time)), true
 	case "Query.listFeature":
 		if e.ComplexityRoot.Query.ListFeature == nil {
 			break
@@ -409,7 +481,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.ListItems(childComplexity, args["entityType"].(string), args["entityId"].(string), args["feature"].(string), args["version"].(*string), args["minTimestamp"].(*model.Time), args["limit"].(*int32), args["after"].(*string)), true
+		return e.ComplexityRoot.Query.ListItems(childComplexity, args["entityType"].(string), args["entityId"].(string), args["feature"].(string), args["version"].(*string), args["minTimestamp"].(*model.Time), args["maxTimestamp"].(*model.Time), args["limit"].(*int32), args["after"].(*string), args["distinct"].(*bool)), true
 
 	case "RemoveListItemsPayload.removed":
 		if e.ComplexityRoot.RemoveListItemsPayload.Removed == nil {
@@ -427,6 +499,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalMap := graphql.BuildUnmarshalerMap(
 		ec.unmarshalInputCreateListFeatureInput,
+		ec.unmarshalInputListAddInput,
 		ec.unmarshalInputListItemInput,
 		ec.unmarshalInputListRefInput,
 	)
@@ -552,6 +625,12 @@ type ListFeature {
   ttlSeconds: Int!
   description: String
   createdAt: Time!
+  """
+  The cap of each list: reads show only its newest maxItems items, and adds
+  delete the items pushed out (a list may hold an eighth more, at least 16,
+  before an add trims it). Null: no cap.
+  """
+  maxItems: Int
 }
 
 "One item of a list."
@@ -567,9 +646,14 @@ type ListItem {
 "A page of a list, newest first."
 type ListPage {
   items: [ListItem!]!
-  "Whether older items follow; read them with after: endCursor."
+  "Whether older items may follow; read them with after: endCursor."
   hasMore: Boolean!
-  "The cursor of the last item of the page; null when the page is empty."
+  """
+  Where the next page starts: pass it as after. The cursor of the page's last
+  item, or, when a page stopped at the rows it may look at (a distinct page, say)
+  before it was full, the last row it looked at. Null when the page is empty and
+  nothing follows.
+  """
   endCursor: String
 }
 
@@ -581,11 +665,37 @@ type Entity {
   entityId: ID!
   """
   A page of one of the entity's lists, newest first. Items older than minTimestamp
-  are left out; after is the endCursor of the previous page. Null when this list
-  could not be read (the error, with its path, is in errors): one failing list
-  leaves the other entities' lists in the response.
+  and newer than maxTimestamp are left out (both bounds inclusive); after is the
+  endCursor of the previous page. With distinct, the page holds the newest item
+  of each value, up to limit values: distinct within the page, so a later page
+  may show a value again; a distinct page looks at no more than --max-scan-factor
+  × limit rows, and ends early, with hasMore, when it reaches them. Null when this
+  list could not be read (the error, with its path, is in errors): one failing
+  list leaves the other entities' lists in the response.
   """
-  list(feature: String!, version: String = "", minTimestamp: Time, limit: Int = 100, after: String): ListPage
+  list(
+    feature: String!
+    version: String = ""
+    minTimestamp: Time
+    maxTimestamp: Time
+    limit: Int = 100
+    after: String
+    distinct: Boolean = false
+  ): ListPage
+  """
+  How many items one of the entity's lists holds from minTimestamp to
+  maxTimestamp (both inclusive): one read of its keys. A list holding more than
+  --max-count items in the window is an error, never a wrong number. Null when
+  the list could not be read.
+  """
+  listCount(feature: String!, version: String = "", minTimestamp: Time, maxTimestamp: Time): Int
+  """
+  For each value, in the order given, the newest item of one of the entity's
+  lists holding it (from minTimestamp on), or null: one read of the list's keys,
+  which carry each value's hash. At most --max-values values. Null when the list
+  could not be read.
+  """
+  listContains(feature: String!, version: String = "", values: [ListValue!]!, minTimestamp: Time): [ListItem]
 }
 
 type Query {
@@ -596,16 +706,20 @@ type Query {
   entity(type: String!, entityId: ID!): Entity! @scope(requires: "lists:read")
   "One Entity per id, in order."
   entities(type: String!, entityIds: [ID!]!): [Entity!]! @scope(requires: "lists:read")
-  "A page of one entity's list, newest first."
+  "A page of one entity's list, newest first, as Entity.list reads it."
   listItems(
     entityType: String!
     entityId: ID!
     feature: String!
     version: String = ""
     minTimestamp: Time
+    maxTimestamp: Time
     limit: Int = 100
     after: String
+    distinct: Boolean = false
   ): ListPage! @scope(requires: "lists:read")
+  "How many items one entity's list holds in a window, as Entity.listCount counts them."
+  listCount(entityType: String!, entityId: ID!, feature: String!, version: String = "", minTimestamp: Time, maxTimestamp: Time): Int! @scope(requires: "lists:read")
 }
 
 input CreateListFeatureInput {
@@ -619,6 +733,8 @@ input CreateListFeatureInput {
   "How long an item lives after its timestamp: 1 to 630720000 (20 years)."
   ttlSeconds: Int!
   description: String
+  "Caps each list at its newest maxItems items: 1 to 100000; left out, no cap."
+  maxItems: Int
 }
 
 "Names one entity's list."
@@ -633,6 +749,12 @@ input ListItemInput {
   value: ListValue!
   "Defaults to now."
   timestamp: Time
+}
+
+"The items to add to one list, in addListItemsBatch."
+input ListAddInput {
+  list: ListRefInput!
+  items: [ListItemInput!]!
 }
 
 type AddListItemsPayload {
@@ -655,20 +777,40 @@ that fails while running (the database did not answer, say) is null with its
 error in errors, and the fields before and after it keep their results.
 """
 type Mutation {
+  """
+  Creates a list feature. A deleted feature may be created again at once, with
+  any value type, TTL or cap: none of the items written under the deleted one
+  is ever shown again.
+  """
   createListFeature(input: CreateListFeatureInput!): ListFeature @scope(requires: "features:admin")
   """
   Creates another version of an existing feature, with its value type and, unless
-  given, the TTL and description of its newest version.
+  given, the TTL, description and cap of its newest version.
   """
-  createListFeatureVersion(entityType: String!, name: String!, version: String!, ttlSeconds: Int, description: String): ListFeature @scope(requires: "features:admin")
+  createListFeatureVersion(entityType: String!, name: String!, version: String!, ttlSeconds: Int, description: String, maxItems: Int): ListFeature @scope(requires: "features:admin")
   "Deletes every version of a feature; returns how many. Items expire by their TTL."
   deleteListFeature(entityType: String!, name: String!): Int @scope(requires: "features:admin")
   "Deletes one version of a feature; false if it did not exist. Items expire by their TTL."
   deleteListFeatureVersion(entityType: String!, name: String!, version: String!): Boolean @scope(requires: "features:admin")
   "Adds items to a list, all or none."
   addListItems(list: ListRefInput!, items: [ListItemInput!]!): AddListItemsPayload @scope(requires: "lists:write")
+  """
+  Adds items to many lists: at most --max-batch-lists lists and --max-add-items
+  items in all. Every list's input is checked before anything is written; then
+  each list's items are written all or none, lists concurrently. One entry per
+  list, in order: null where that list's write failed (the error's path ends
+  with its index), the others' results standing. Retrying the whole request
+  is safe when every item has a timestamp (an add of the same item is
+  idempotent).
+  """
+  addListItemsBatch(adds: [ListAddInput!]!): [AddListItemsPayload]! @scope(requires: "lists:write")
   "Removes every item of a list with this value, at any timestamp."
   removeListItemsWithValue(list: ListRefInput!, value: ListValue!): RemoveListItemsPayload @scope(requires: "lists:write")
+  """
+  Removes every item of a list holding any of these values (at most --max-values),
+  at any timestamp, with one read of the list's keys.
+  """
+  removeListItemsWithValues(list: ListRefInput!, values: [ListValue!]!): RemoveListItemsPayload @scope(requires: "lists:write")
   "Removes every item of a list."
   removeAllListItems(list: ListRefInput!): Boolean @scope(requires: "lists:write")
 }
@@ -700,6 +842,10 @@ func (ec *executionContext) childFields_Entity(ctx context.Context, field graphq
 		return ec.fieldContext_Entity_entityId(ctx, field)
 	case "list":
 		return ec.fieldContext_Entity_list(ctx, field)
+	case "listCount":
+		return ec.fieldContext_Entity_listCount(ctx, field)
+	case "listContains":
+		return ec.fieldContext_Entity_listContains(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Entity", field.Name)
 }
@@ -722,6 +868,8 @@ func (ec *executionContext) childFields_ListFeature(ctx context.Context, field g
 		return ec.fieldContext_ListFeature_description(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_ListFeature_createdAt(ctx, field)
+	case "maxItems":
+		return ec.fieldContext_ListFeature_maxItems(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ListFeature", field.Name)
 }
@@ -876,6 +1024,82 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 
 // region    ***************************** args.gotpl *****************************
 
+func (ec *executionContext) field_Entity_listContains_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "feature",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["feature"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "version",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["version"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "values",
+		func(ctx context.Context, v any) ([]values.Value, error) {
+			return ec.unmarshalNListValue2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋvaluesᚐValueᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["values"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "minTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["minTimestamp"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Entity_listCount_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "feature",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["feature"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "version",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["version"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "minTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["minTimestamp"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "maxTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["maxTimestamp"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_Entity_list_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -903,22 +1127,52 @@ func (ec *executionContext) field_Entity_list_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["minTimestamp"] = arg2
-	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "maxTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["maxTimestamp"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
 		func(ctx context.Context, v any) (*int32, error) {
 			return ec.unmarshalOInt2ᚖint32(ctx, v)
 		})
 	if err != nil {
 		return nil, err
 	}
-	args["limit"] = arg3
-	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+	args["limit"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "after",
 		func(ctx context.Context, v any) (*string, error) {
 			return ec.unmarshalOString2ᚖstring(ctx, v)
 		})
 	if err != nil {
 		return nil, err
 	}
-	args["after"] = arg4
+	args["after"] = arg5
+	arg6, err := graphql.ProcessArgField(ctx, rawArgs, "distinct",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["distinct"] = arg6
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_addListItemsBatch_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "adds",
+		func(ctx context.Context, v any) ([]model.ListAddInput, error) {
+			return ec.unmarshalNListAddInput2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListAddInputᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["adds"] = arg0
 	return args, nil
 }
 
@@ -987,6 +1241,14 @@ func (ec *executionContext) field_Mutation_createListFeatureVersion_args(ctx con
 		return nil, err
 	}
 	args["description"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "maxItems",
+		func(ctx context.Context, v any) (*int32, error) {
+			return ec.unmarshalOInt2ᚖint32(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["maxItems"] = arg5
 	return args, nil
 }
 
@@ -1092,6 +1354,28 @@ func (ec *executionContext) field_Mutation_removeListItemsWithValue_args(ctx con
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_removeListItemsWithValues_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "list",
+		func(ctx context.Context, v any) (model.ListRefInput, error) {
+			return ec.unmarshalNListRefInput2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListRefInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["list"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "values",
+		func(ctx context.Context, v any) ([]values.Value, error) {
+			return ec.unmarshalNListValue2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋvaluesᚐValueᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["values"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1147,6 +1431,60 @@ func (ec *executionContext) field_Query_entity_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["entityId"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_listCount_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "entityType",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["entityType"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "entityId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["entityId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "feature",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["feature"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "version",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["version"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "minTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["minTimestamp"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "maxTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["maxTimestamp"] = arg5
 	return args, nil
 }
 
@@ -1237,22 +1575,38 @@ func (ec *executionContext) field_Query_listItems_args(ctx context.Context, rawA
 		return nil, err
 	}
 	args["minTimestamp"] = arg4
-	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "maxTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["maxTimestamp"] = arg5
+	arg6, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
 		func(ctx context.Context, v any) (*int32, error) {
 			return ec.unmarshalOInt2ᚖint32(ctx, v)
 		})
 	if err != nil {
 		return nil, err
 	}
-	args["limit"] = arg5
-	arg6, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+	args["limit"] = arg6
+	arg7, err := graphql.ProcessArgField(ctx, rawArgs, "after",
 		func(ctx context.Context, v any) (*string, error) {
 			return ec.unmarshalOString2ᚖstring(ctx, v)
 		})
 	if err != nil {
 		return nil, err
 	}
-	args["after"] = arg6
+	args["after"] = arg7
+	arg8, err := graphql.ProcessArgField(ctx, rawArgs, "distinct",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["distinct"] = arg8
 	return args, nil
 }
 
@@ -1441,7 +1795,7 @@ func (ec *executionContext) _Entity_list(ctx context.Context, field graphql.Coll
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Entity().List(ctx, obj, fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["minTimestamp"].(*model.Time), fc.Args["limit"].(*int32), fc.Args["after"].(*string))
+			return ec.Resolvers.Entity().List(ctx, obj, fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["minTimestamp"].(*model.Time), fc.Args["maxTimestamp"].(*model.Time), fc.Args["limit"].(*int32), fc.Args["after"].(*string), fc.Args["distinct"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ListPage) graphql.Marshaler {
@@ -1469,6 +1823,94 @@ func (ec *executionContext) fieldContext_Entity_list(ctx context.Context, field 
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Entity_list_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Entity_listCount(ctx context.Context, field graphql.CollectedField, obj *model.Entity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Entity_listCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Entity().ListCount(ctx, obj, fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["minTimestamp"].(*model.Time), fc.Args["maxTimestamp"].(*model.Time))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int32) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint32(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Entity_listCount(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Entity",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Entity_listCount_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Entity_listContains(ctx context.Context, field graphql.CollectedField, obj *model.Entity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Entity_listContains(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Entity().ListContains(ctx, obj, fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["values"].([]values.Value), fc.Args["minTimestamp"].(*model.Time))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ListItem) graphql.Marshaler {
+			return ec.marshalOListItem2ᚕᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItem(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Entity_listContains(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Entity",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ListItem(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Entity_listContains_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -1657,6 +2099,29 @@ func (ec *executionContext) _ListFeature_createdAt(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_ListFeature_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ListFeature", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _ListFeature_maxItems(ctx context.Context, field graphql.CollectedField, obj *model.ListFeature) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ListFeature_maxItems(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxItems, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int32) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint32(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ListFeature_maxItems(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ListFeature", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _ListItem_value(ctx context.Context, field graphql.CollectedField, obj *model.ListItem) (ret graphql.Marshaler) {
@@ -1883,7 +2348,7 @@ func (ec *executionContext) _Mutation_createListFeatureVersion(ctx context.Conte
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CreateListFeatureVersion(ctx, fc.Args["entityType"].(string), fc.Args["name"].(string), fc.Args["version"].(string), fc.Args["ttlSeconds"].(*int32), fc.Args["description"].(*string))
+			return ec.Resolvers.Mutation().CreateListFeatureVersion(ctx, fc.Args["entityType"].(string), fc.Args["name"].(string), fc.Args["version"].(string), fc.Args["ttlSeconds"].(*int32), fc.Args["description"].(*string), fc.Args["maxItems"].(*int32))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ListFeature) graphql.Marshaler {
@@ -2049,6 +2514,50 @@ func (ec *executionContext) fieldContext_Mutation_addListItems(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_addListItemsBatch(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_addListItemsBatch(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AddListItemsBatch(ctx, fc.Args["adds"].([]model.ListAddInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AddListItemsPayload) graphql.Marshaler {
+			return ec.marshalNAddListItemsPayload2ᚕᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐAddListItemsPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_addListItemsBatch(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AddListItemsPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_addListItemsBatch_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_removeListItemsWithValue(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2087,6 +2596,50 @@ func (ec *executionContext) fieldContext_Mutation_removeListItemsWithValue(ctx c
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_removeListItemsWithValue_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_removeListItemsWithValues(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_removeListItemsWithValues(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RemoveListItemsWithValues(ctx, fc.Args["list"].(model.ListRefInput), fc.Args["values"].([]values.Value))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RemoveListItemsPayload) graphql.Marshaler {
+			return ec.marshalORemoveListItemsPayload2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐRemoveListItemsPayload(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_removeListItemsWithValues(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RemoveListItemsPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_removeListItemsWithValues_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -2323,7 +2876,7 @@ func (ec *executionContext) _Query_listItems(ctx context.Context, field graphql.
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().ListItems(ctx, fc.Args["entityType"].(string), fc.Args["entityId"].(string), fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["minTimestamp"].(*model.Time), fc.Args["limit"].(*int32), fc.Args["after"].(*string))
+			return ec.Resolvers.Query().ListItems(ctx, fc.Args["entityType"].(string), fc.Args["entityId"].(string), fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["minTimestamp"].(*model.Time), fc.Args["maxTimestamp"].(*model.Time), fc.Args["limit"].(*int32), fc.Args["after"].(*string), fc.Args["distinct"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v model.ListPage) graphql.Marshaler {
@@ -2351,6 +2904,50 @@ func (ec *executionContext) fieldContext_Query_listItems(ctx context.Context, fi
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_listItems_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_listCount(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_listCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().ListCount(ctx, fc.Args["entityType"].(string), fc.Args["entityId"].(string), fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["minTimestamp"].(*model.Time), fc.Args["maxTimestamp"].(*model.Time))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_listCount(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_listCount_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -3530,7 +4127,7 @@ func (ec *executionContext) unmarshalInputCreateListFeatureInput(ctx context.Con
 		asMap["version"] = ""
 	}
 
-	fieldsInOrder := [...]string{"entityType", "name", "version", "valueType", "ttlSeconds", "description"}
+	fieldsInOrder := [...]string{"entityType", "name", "version", "valueType", "ttlSeconds", "description", "maxItems"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -3579,6 +4176,50 @@ func (ec *executionContext) unmarshalInputCreateListFeatureInput(ctx context.Con
 				return it, err
 			}
 			it.Description = data
+		case "maxItems":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxItems"))
+			data, err := ec.unmarshalOInt2ᚖint32(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxItems = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputListAddInput(ctx context.Context, obj any) (model.ListAddInput, error) {
+	var it model.ListAddInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"list", "items"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "list":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("list"))
+			data, err := ec.unmarshalNListRefInput2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListRefInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.List = data
+		case "items":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("items"))
+			data, err := ec.unmarshalNListItemInput2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItemInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Items = data
 		}
 	}
 	return it, nil
@@ -3792,6 +4433,82 @@ func (ec *executionContext) _Entity(ctx context.Context, sel ast.SelectionSet, o
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "listCount":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Entity_listCount(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "listContains":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Entity_listContains(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -3863,6 +4580,11 @@ func (ec *executionContext) _ListFeature(ctx context.Context, sel ast.SelectionS
 		case "createdAt":
 			out.Values[i] = ec._ListFeature_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "maxItems":
+			out.Values[i] = ec._ListFeature_maxItems(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -3941,9 +4663,9 @@ func (ec *executionContext) _ListItem(ctx context.Context, sel ast.SelectionSet,
 
 var listPageImplementors = []string{"ListPage"}
 
-// _ListPage is written by model.WriteListPage, put in place by
-// graph/fastpath: ListPage and the objects it holds are plain, so one
-// writer appends it to a buffer without gqlgen's per-field work.
+// _ListPage writes ListPage with model.WriteListPage, put in place by
+// graph/fastpath: the objects it holds are plain, so one writer appends
+// them to a buffer without gqlgen's per-item and per-field work.
 // _ListPage_gqlgen is gqlgen's own marshaler; a context from
 // model.WithGQLGenMarshaling selects it (tests compare the two).
 func (ec *executionContext) _ListPage(ctx context.Context, sel ast.SelectionSet, obj *model.ListPage) graphql.Marshaler {
@@ -4054,9 +4776,23 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "addListItemsBatch":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_addListItemsBatch(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "removeListItemsWithValue":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_removeListItemsWithValue(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "removeListItemsWithValues":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_removeListItemsWithValues(ctx, field)
 			})
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
@@ -4207,6 +4943,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_listItems(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "listCount":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_listCount(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -4684,6 +5442,16 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) marshalNAddListItemsPayload2ᚕᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐAddListItemsPayload(ctx context.Context, sel ast.SelectionSet, v []*model.AddListItemsPayload) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalOAddListItemsPayload2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐAddListItemsPayload(ctx, sel, v[i])
+	})
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -4786,6 +5554,25 @@ func (ec *executionContext) marshalNInt2int32(ctx context.Context, sel ast.Selec
 	return res
 }
 
+func (ec *executionContext) unmarshalNListAddInput2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListAddInput(ctx context.Context, v any) (model.ListAddInput, error) {
+	res, err := ec.unmarshalInputListAddInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNListAddInput2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListAddInputᚄ(ctx context.Context, v any) ([]model.ListAddInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.ListAddInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNListAddInput2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListAddInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
 func (ec *executionContext) marshalNListFeature2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListFeature(ctx context.Context, sel ast.SelectionSet, v model.ListFeature) graphql.Marshaler {
 	return ec._ListFeature(ctx, sel, &v)
 }
@@ -4862,6 +5649,35 @@ func (ec *executionContext) unmarshalNListValue2githubᚗcomᚋlistgateᚋlistga
 
 func (ec *executionContext) marshalNListValue2githubᚗcomᚋlistgateᚋlistgateᚋvaluesᚐValue(ctx context.Context, sel ast.SelectionSet, v values.Value) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) unmarshalNListValue2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋvaluesᚐValueᚄ(ctx context.Context, v any) ([]values.Value, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]values.Value, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNListValue2githubᚗcomᚋlistgateᚋlistgateᚋvaluesᚐValue(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNListValue2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋvaluesᚐValueᚄ(ctx context.Context, sel ast.SelectionSet, v []values.Value) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNListValue2githubᚗcomᚋlistgateᚋlistgateᚋvaluesᚐValue(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
@@ -5126,6 +5942,40 @@ func (ec *executionContext) marshalOListFeature2ᚖgithubᚗcomᚋlistgateᚋlis
 		return graphql.Null
 	}
 	return ec._ListFeature(ctx, sel, v)
+}
+
+// marshalOListItem2ᚕᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItem
+// writes [ListItem] with model.WriteNullableListItems, put in place by
+// graph/fastpath: the objects it holds are plain, so one writer appends
+// them to a buffer without gqlgen's per-item and per-field work.
+// marshalOListItem2ᚕᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItem_gqlgen
+// is gqlgen's own marshaler; a context from model.WithGQLGenMarshaling
+// selects it (tests compare the two).
+func (ec *executionContext) marshalOListItem2ᚕᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItem(ctx context.Context, sel ast.SelectionSet, v []*model.ListItem) graphql.Marshaler {
+	if model.GQLGenMarshaling(ctx) {
+		return ec.marshalOListItem2ᚕᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItem_gqlgen(ctx, sel, v)
+	}
+	return model.WriteNullableListItems(ec.OperationContext, sel, v)
+}
+
+func (ec *executionContext) marshalOListItem2ᚕᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItem_gqlgen(ctx context.Context, sel ast.SelectionSet, v []*model.ListItem) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalOListItem2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItem(ctx, sel, v[i])
+	})
+
+	return ret
+}
+
+func (ec *executionContext) marshalOListItem2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItem(ctx context.Context, sel ast.SelectionSet, v *model.ListItem) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ListItem(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOListPage2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListPage(ctx context.Context, sel ast.SelectionSet, v *model.ListPage) graphql.Marshaler {

@@ -1,7 +1,7 @@
 // Command fastpath generates the executable schema (`go generate ./...`):
 // gqlgen's own code generation, run through its api.Generate with one
 // plugin, which puts graph/model's writers in place of gqlgen's marshalers
-// for the plain objects they write.
+// for the plain objects they write, and for lists of them.
 //
 // gqlgen marshals every object field by field, each with a field context,
 // a context value and a middleware closure, and every list of objects with
@@ -15,11 +15,11 @@
 //
 // gqlgen runs its plugins before it writes exec.go and offers no hook
 // after, so the command rewrites the file once api.Generate has written
-// it: the generated marshaler of each object is renamed (_ListPage becomes
-// _ListPage_gqlgen, kept for tests that compare the two byte for byte) and
-// a marshaler of the original name calls the writer. api.Generate writes
-// exec.go afresh each time, so running the command again gives the same
-// file.
+// it: the generated marshaler of each object or list a writer handles is
+// renamed (_ListPage becomes _ListPage_gqlgen, kept for tests that compare
+// the two byte for byte) and a marshaler of the original name calls the
+// writer. api.Generate writes exec.go afresh each time, so running the
+// command again gives the same file.
 package main
 
 import (
@@ -42,24 +42,32 @@ import (
 // modelPath is the package of the writers.
 const modelPath = "github.com/listgate/listgate/graph/model"
 
-// A writer replaces gqlgen's marshaler of one object.
+// A writer replaces gqlgen's marshaler of one object, or of one list of
+// objects.
 type writer struct {
-	object string // the GraphQL object whose marshaler it replaces
-	fn     string // the writer, in graph/model
+	gqlType string // the GraphQL type it writes: an object, or a list of objects ("[ListItem]")
+	fn      string // the writer, in graph/model
 	// types are the objects it writes (the object and those its fields
-	// hold), each field with its GraphQL type, exactly as the writer
-	// handles them.
+	// hold, or the list's elements), each field with its GraphQL type,
+	// exactly as the writer handles them.
 	types map[string]map[string]string
 }
 
-var writers = []writer{{
-	object: "ListPage",
-	fn:     "WriteListPage",
-	types: map[string]map[string]string{
-		"ListPage": {"items": "[ListItem!]!", "hasMore": "Boolean!", "endCursor": "String"},
-		"ListItem": {"value": "ListValue!", "timestamp": "Time!", "expiresAt": "Time!", "cursor": "String!"},
-	},
-}}
+var (
+	listItem = map[string]string{"value": "ListValue!", "timestamp": "Time!", "expiresAt": "Time!", "cursor": "String!"}
+	writers  = []writer{{
+		gqlType: "ListPage",
+		fn:      "WriteListPage",
+		types: map[string]map[string]string{
+			"ListPage": {"items": "[ListItem!]!", "hasMore": "Boolean!", "endCursor": "String"},
+			"ListItem": listItem,
+		},
+	}, {
+		gqlType: "[ListItem]",
+		fn:      "WriteNullableListItems",
+		types:   map[string]map[string]string{"ListItem": listItem},
+	}}
+)
 
 func main() {
 	if err := generate(); err != nil {
@@ -88,11 +96,18 @@ func generate() error {
 	return os.WriteFile(cfg.Exec.Filename, out, 0o644)
 }
 
-// plugin decides, from gqlgen's codegen data, which objects the writers
-// take over.
+// plugin decides, from gqlgen's codegen data, which marshalers the
+// writers take over.
 type plugin struct {
 	writers []writer
-	targets []writer // the writers whose objects qualify
+	targets []target
+}
+
+// target is a generated marshaler a writer takes over.
+type target struct {
+	method string // the marshaler, a method of exec's executionContext
+	fn     string // the writer
+	what   string // the GraphQL type
 }
 
 func (p *plugin) Name() string { return "fastpath" }
@@ -115,7 +130,19 @@ func (p *plugin) GenerateCode(data *codegen.Data) error {
 				return fmt.Errorf("model.%s cannot write %s: %w; change the writer and this plugin's description of it, or drop the writer", w.fn, name, err)
 			}
 		}
-		p.targets = append(p.targets, w)
+		method := "_" + w.gqlType
+		if strings.HasPrefix(w.gqlType, "[") {
+			method = ""
+			for _, ref := range data.ReferencedTypes {
+				if ref.GQL.String() == w.gqlType {
+					method = ref.MarshalFunc()
+				}
+			}
+			if method == "" {
+				return fmt.Errorf("model.%s writes %s, which the schema does not use", w.fn, w.gqlType)
+			}
+		}
+		p.targets = append(p.targets, target{method: method, fn: w.fn, what: w.gqlType})
 	}
 	return nil
 }
@@ -155,10 +182,10 @@ func plain(o *codegen.Object, fields map[string]string) error {
 	return nil
 }
 
-// rewrite renames gqlgen's marshaler of each target object and puts one of
-// the original name before it that calls the writer. A file rewritten
-// already is returned as it is.
-func rewrite(src []byte, targets []writer) ([]byte, error) {
+// rewrite renames each target marshaler gqlgen generated and puts one of
+// the original name before it that calls the writer. Targets rewritten
+// already are left as they are.
+func rewrite(src []byte, targets []target) ([]byte, error) {
 	fset := token.NewFileSet()
 	file, err := parser.ParseFile(fset, "", src, parser.ParseComments)
 	if err != nil {
@@ -174,37 +201,36 @@ func rewrite(src []byte, targets []writer) ([]byte, error) {
 		text    string
 	}
 	var edits []edit
-	for _, w := range targets {
-		name := "_" + w.object
-		fd := methods[name]
+	for _, t := range targets {
+		fd := methods[t.method]
 		if fd == nil {
-			return nil, fmt.Errorf("no generated marshaler %s", name)
+			return nil, fmt.Errorf("no generated marshaler %s", t.method)
 		}
-		if err := checkDispatch(fd, name, pkg, w.fn); err == nil && methods[name+"_gqlgen"] != nil {
+		if methods[t.method+"_gqlgen"] != nil {
+			if err := checkDispatch(fd, pkg, t.fn); err != nil {
+				return nil, fmt.Errorf("%s_gqlgen exists, but %w", t.method, err)
+			}
 			continue // rewritten already
-		}
-		if methods[name+"_gqlgen"] != nil {
-			return nil, fmt.Errorf("%s_gqlgen exists, but %s does not call %s.%s", name, name, pkg, w.fn)
 		}
 		params := fd.Type.Params.List
 		if len(params) != 3 || len(params[0].Names) != 1 || len(params[1].Names) != 1 || len(params[2].Names) != 1 {
-			return nil, fmt.Errorf("%s: not the (ctx, sel, obj) marshaler gqlgen generates", name)
+			return nil, fmt.Errorf("%s: not the (ctx, sel, v) marshaler gqlgen generates", t.method)
 		}
-		ctx, sel, obj := params[0].Names[0].Name, params[1].Names[0].Name, params[2].Names[0].Name
+		ctx, sel, v := params[0].Names[0].Name, params[1].Names[0].Name, params[2].Names[0].Name
 		text := func(n ast.Node) string {
 			return string(src[fset.Position(n.Pos()).Offset:fset.Position(n.End()).Offset])
 		}
 		var b bytes.Buffer
-		comment(&b, fmt.Sprintf("%[1]s is written by %[2]s.%[3]s, put in place by graph/fastpath: "+
-			"%[4]s and the objects it holds are plain, so one writer appends it to a buffer without gqlgen's per-field work. "+
+		comment(&b, fmt.Sprintf("%[1]s writes %[4]s with %[2]s.%[3]s, put in place by graph/fastpath: "+
+			"the objects it holds are plain, so one writer appends them to a buffer without gqlgen's per-item and per-field work. "+
 			"%[1]s_gqlgen is gqlgen's own marshaler; a context from %[2]s.WithGQLGenMarshaling selects it (tests compare the two).",
-			name, pkg, w.fn, w.object))
-		fmt.Fprintf(&b, "func %s %s%s %s {\n", text(fd.Recv), name, text(fd.Type.Params), text(fd.Type.Results))
-		fmt.Fprintf(&b, "\tif %s.GQLGenMarshaling(%s) {\n\t\treturn ec.%s_gqlgen(%s, %s, %s)\n\t}\n", pkg, ctx, name, ctx, sel, obj)
-		fmt.Fprintf(&b, "\treturn %s.%s(ec.OperationContext, %s, %s)\n}\n\n", pkg, w.fn, sel, obj)
+			t.method, pkg, t.fn, t.what))
+		fmt.Fprintf(&b, "func %s %s%s %s {\n", text(fd.Recv), t.method, text(fd.Type.Params), text(fd.Type.Results))
+		fmt.Fprintf(&b, "\tif %s.GQLGenMarshaling(%s) {\n\t\treturn ec.%s_gqlgen(%s, %s, %s)\n\t}\n", pkg, ctx, t.method, ctx, sel, v)
+		fmt.Fprintf(&b, "\treturn %s.%s(ec.OperationContext, %s, %s)\n}\n\n", pkg, t.fn, sel, v)
 		at := fset.Position(fd.Pos()).Offset
 		nameAt := fset.Position(fd.Name.Pos()).Offset
-		edits = append(edits, edit{at, at, b.String()}, edit{nameAt, nameAt + len(name), name + "_gqlgen"})
+		edits = append(edits, edit{at, at, b.String()}, edit{nameAt, nameAt + len(t.method), t.method + "_gqlgen"})
 	}
 	slices.SortFunc(edits, func(a, b edit) int { return b.at - a.at })
 	out := slices.Clone(src)
@@ -227,8 +253,10 @@ func comment(b *bytes.Buffer, text string) {
 	b.WriteString(line + "\n")
 }
 
-// check verifies that src, an exec.go, has every target's dispatcher.
-func check(src []byte, targets []writer) error {
+// check verifies that src, an exec.go, has the fast path in place: for
+// every writer, one marshaler X that returns it and gqlgen's own beside it
+// as X_gqlgen.
+func check(src []byte, writers []writer) error {
 	file, err := parser.ParseFile(token.NewFileSet(), "", src, 0)
 	if err != nil {
 		return err
@@ -238,20 +266,22 @@ func check(src []byte, targets []writer) error {
 		return err
 	}
 	methods := execMethods(file)
-	for _, w := range targets {
-		name := "_" + w.object
-		if methods[name] == nil || methods[name+"_gqlgen"] == nil {
-			return fmt.Errorf("no %s and %s_gqlgen: the fast path is not in place (run go generate ./...)", name, name)
+	for _, w := range writers {
+		n := 0
+		for name, fd := range methods {
+			if checkDispatch(fd, pkg, w.fn) == nil && methods[name+"_gqlgen"] != nil {
+				n++
+			}
 		}
-		if err := checkDispatch(methods[name], name, pkg, w.fn); err != nil {
-			return err
+		if n != 1 {
+			return fmt.Errorf("%d marshalers of %s return %s.%s beside gqlgen's own, want 1: the fast path is not in place (run go generate ./...)", n, w.gqlType, pkg, w.fn)
 		}
 	}
 	return nil
 }
 
 // checkDispatch verifies that fd returns the writer's result.
-func checkDispatch(fd *ast.FuncDecl, name, pkg, fn string) error {
+func checkDispatch(fd *ast.FuncDecl, pkg, fn string) error {
 	calls := false
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
 		if ret, ok := n.(*ast.ReturnStmt); ok && len(ret.Results) == 1 {
@@ -266,7 +296,7 @@ func checkDispatch(fd *ast.FuncDecl, name, pkg, fn string) error {
 		return !calls
 	})
 	if !calls {
-		return fmt.Errorf("%s does not return %s.%s", name, pkg, fn)
+		return fmt.Errorf("%s does not return %s.%s", fd.Name.Name, pkg, fn)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,18 +35,21 @@ func TestRewriteIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stock := unrewrite(t, committed)
+	stock, targets := unrewrite(t, committed)
+	if len(targets) != len(writers) {
+		t.Fatalf("%d rewritten marshalers, want %d", len(targets), len(writers))
+	}
 	if err := check(stock, writers); err == nil {
 		t.Fatal("check accepts gqlgen's own output")
 	}
-	once, err := rewrite(stock, writers)
+	once, err := rewrite(stock, targets)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(once, committed) {
 		t.Fatal("rewriting gqlgen's output does not give the committed exec.go")
 	}
-	twice, err := rewrite(once, writers)
+	twice, err := rewrite(once, targets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +59,9 @@ func TestRewriteIsIdempotent(t *testing.T) {
 }
 
 // unrewrite turns a rewritten exec.go back into what gqlgen wrote: each
-// dispatcher (with its comment) goes, and _X_gqlgen is _X again.
-func unrewrite(t *testing.T, src []byte) []byte {
+// dispatcher X (with its comment) goes, and X_gqlgen is X again. It
+// returns the targets it found.
+func unrewrite(t *testing.T, src []byte) ([]byte, []target) {
 	t.Helper()
 	fset := token.NewFileSet()
 	file, err := parser.ParseFile(fset, "", src, parser.ParseComments)
@@ -64,18 +69,30 @@ func unrewrite(t *testing.T, src []byte) []byte {
 		t.Fatal(err)
 	}
 	methods := execMethods(file)
-	out := string(src)
-	for i := len(writers) - 1; i >= 0; i-- {
-		name := "_" + writers[i].object
-		d, g := methods[name], methods[name+"_gqlgen"]
-		if d == nil || g == nil {
-			t.Fatalf("%s is not rewritten", name)
-		}
-		from, to := fset.Position(d.Doc.Pos()).Offset, fset.Position(g.Pos()).Offset
-		nameAt := fset.Position(g.Name.Pos()).Offset
-		out = out[:from] + out[to:nameAt] + name + out[nameAt+len(name+"_gqlgen"):]
+	type cut struct {
+		from, to, nameAt int
+		name             string
 	}
-	return []byte(out)
+	var cuts []cut
+	var targets []target
+	for name, d := range methods {
+		g := methods[name+"_gqlgen"]
+		if g == nil {
+			continue
+		}
+		for _, w := range writers {
+			if checkDispatch(d, "model", w.fn) == nil {
+				targets = append(targets, target{method: name, fn: w.fn, what: w.gqlType})
+			}
+		}
+		cuts = append(cuts, cut{fset.Position(d.Doc.Pos()).Offset, fset.Position(g.Pos()).Offset, fset.Position(g.Name.Pos()).Offset, name})
+	}
+	slices.SortFunc(cuts, func(a, b cut) int { return b.from - a.from })
+	out := string(src)
+	for _, c := range cuts {
+		out = out[:c.from] + out[c.to:c.nameAt] + c.name + out[c.nameAt+len(c.name+"_gqlgen"):]
+	}
+	return []byte(out), targets
 }
 
 // The plugin refuses a schema in which an object a writer handles is not
@@ -112,7 +129,8 @@ func TestPluginRefusesObjectsThatAreNotPlain(t *testing.T) {
 		return d
 	}
 	asIs := func(s string, _ *config.Config) string { return s }
-	// without returns the writers with one field left out of what they know.
+	// without returns the first writer with one field left out of what it
+	// knows.
 	without := func(object, field string) []writer {
 		w := writers[0]
 		w.types = maps.Clone(w.types)

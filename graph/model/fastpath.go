@@ -82,21 +82,37 @@ func (m listPage) MarshalGQL(w io.Writer) {
 // resolver, a directive or a nullable type, so nothing can fail, be
 // intercepted or be deferred per field.
 func writeListItems(oc *graphql.OperationContext, sel ast.SelectionSet, items []ListItem) graphql.Marshaler {
-	return listItems{items: items, fields: graphql.CollectFields(oc, sel, listItemImplementors)}
+	return listItems{n: len(items), item: func(i int) *ListItem { return &items[i] }, fields: graphql.CollectFields(oc, sel, listItemImplementors)}
+}
+
+// WriteNullableListItems writes a list of items that may be null
+// ([ListItem]) as gqlgen's generated code does, byte for byte, in place of
+// gqlgen's marshaler of [ListItem] (graph/fastpath puts it there): null
+// for a nil list and for a nil item.
+func WriteNullableListItems(oc *graphql.OperationContext, sel ast.SelectionSet, items []*ListItem) graphql.Marshaler {
+	if items == nil {
+		return graphql.Null
+	}
+	return listItems{n: len(items), item: func(i int) *ListItem { return items[i] }, fields: graphql.CollectFields(oc, sel, listItemImplementors)}
 }
 
 type listItems struct {
-	items  []ListItem
+	n      int
+	item   func(i int) *ListItem // nil for a null item
 	fields []graphql.CollectedField
 }
 
 func (m listItems) MarshalGQL(w io.Writer) {
 	var scratch [512]byte
 	b := append(scratch[:0], '[')
-	for i := range m.items {
-		it := &m.items[i]
+	for i := range m.n {
 		if i > 0 {
 			b = append(b, ',')
+		}
+		it := m.item(i)
+		if it == nil {
+			b = append(b, "null"...)
+			continue
 		}
 		b = append(b, '{')
 		for j := range m.fields {

@@ -5,13 +5,20 @@
 package model
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
 	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/values"
@@ -115,11 +122,12 @@ func NewItems(in []ListItemInput) []lists.NewItem {
 }
 
 // PageQuery asks for a page of an entity's list.
-func PageQuery(entityType, entityID, feature string, version *string, minTimestamp *Time, limit *int32, after *string) lists.PageQuery {
+func PageQuery(entityType, entityID, feature string, version *string, minTimestamp, maxTimestamp *Time, limit *int32, after *string, distinct *bool) lists.PageQuery {
 	q := lists.PageQuery{
-		Ref:          lists.Ref{EntityType: entityType, EntityID: entityID, Feature: feature, Version: deref(version)},
-		MinTimestamp: (*int64)(minTimestamp),
-		After:        after,
+		Ref:      lists.Ref{EntityType: entityType, EntityID: entityID, Feature: feature, Version: deref(version)},
+		Window:   lists.Window{MinTimestamp: (*int64)(minTimestamp), MaxTimestamp: (*int64)(maxTimestamp)},
+		After:    after,
+		Distinct: deref(distinct),
 	}
 	if limit != nil {
 		n := int(*limit)
@@ -128,11 +136,48 @@ func PageQuery(entityType, entityID, feature string, version *string, minTimesta
 	return q
 }
 
+// CountQuery asks how many items an entity's list holds in a window.
+func CountQuery(entityType, entityID, feature string, version *string, minTimestamp, maxTimestamp *Time) lists.CountQuery {
+	return lists.CountQuery{
+		Ref:    lists.Ref{EntityType: entityType, EntityID: entityID, Feature: feature, Version: deref(version)},
+		Window: lists.Window{MinTimestamp: (*int64)(minTimestamp), MaxTimestamp: (*int64)(maxTimestamp)},
+	}
+}
+
+// ContainsQuery asks for the newest item of an entity's list holding each
+// value.
+func ContainsQuery(entityType, entityID, feature string, version *string, vs []values.Value, minTimestamp *Time) lists.ContainsQuery {
+	return lists.ContainsQuery{
+		Ref:          lists.Ref{EntityType: entityType, EntityID: entityID, Feature: feature, Version: deref(version)},
+		Values:       vs,
+		MinTimestamp: (*int64)(minTimestamp),
+	}
+}
+
+// ListAdds are the adds of a batch.
+func ListAdds(in []ListAddInput) []lists.ListAdd {
+	out := make([]lists.ListAdd, len(in))
+	for i, a := range in {
+		out[i] = lists.ListAdd{Ref: a.List.Ref(), Items: NewItems(a.Items)}
+	}
+	return out
+}
+
+// VersionChanges are what a new version changes.
+func VersionChanges(ttlSeconds *int32, description *string, maxItems *int32) features.VersionChanges {
+	ch := features.VersionChanges{TTL: TTL(ttlSeconds), Description: description}
+	if maxItems != nil {
+		n := int(*maxItems)
+		ch.MaxItems = &n
+	}
+	return ch
+}
+
 // Feature is the feature to create.
 func (in CreateListFeatureInput) Feature() store.Feature {
 	return store.Feature{
 		EntityType: in.EntityType, Name: in.Name, Version: deref(in.Version), ValueType: in.ValueType,
-		TTL: time.Duration(in.TTLSeconds) * time.Second, Description: deref(in.Description),
+		TTL: time.Duration(in.TTLSeconds) * time.Second, Description: deref(in.Description), MaxItems: int(deref(in.MaxItems)),
 	}
 }
 
@@ -154,6 +199,10 @@ func ListFeatureOf(f *store.Feature) *ListFeature {
 	if f.Description != "" {
 		out.Description = &f.Description
 	}
+	if f.MaxItems > 0 {
+		n := int32(f.MaxItems)
+		out.MaxItems = &n
+	}
 	return out
 }
 
@@ -169,17 +218,47 @@ func ListFeaturesOf(fs []*store.Feature) []ListFeature {
 // ListPageOf shows a page.
 func ListPageOf(p *lists.Page) *ListPage {
 	out := &ListPage{Items: make([]ListItem, len(p.Items)), HasMore: p.HasMore}
-	ttl := int64(p.Feature.TTL)
-	for i, it := range p.Items {
-		out.Items[i] = ListItem{
-			Value:     values.Value{Type: p.Feature.ValueType, Bytes: it.Value},
-			Timestamp: Time(it.Timestamp),
-			ExpiresAt: Time(it.Timestamp + ttl),
-			Cursor:    it.Key,
+	for i := range p.Items {
+		out.Items[i] = itemOf(p.Feature, &p.Items[i])
+	}
+	if p.End != "" {
+		out.EndCursor = &p.End
+	}
+	return out
+}
+
+func itemOf(f *store.Feature, it *store.Item) ListItem {
+	return ListItem{
+		Value:     values.Value{Type: f.ValueType, Bytes: it.Value},
+		Timestamp: Time(it.Timestamp),
+		ExpiresAt: Time(it.Timestamp + int64(f.TTL)),
+		Cursor:    it.Key,
+	}
+}
+
+// FoundItems shows what a search found, null where nothing was.
+func FoundItems(found *lists.Found) []*ListItem {
+	out := make([]*ListItem, len(found.Items))
+	for i, it := range found.Items {
+		if it != nil {
+			item := itemOf(found.Feature, it)
+			out[i] = &item
 		}
 	}
-	if n := len(p.Items); n > 0 {
-		out.EndCursor = &p.Items[n-1].Key
+	return out
+}
+
+// BatchPayloads shows the results of a batch add: a failed list is null,
+// with its error at its index.
+func BatchPayloads(ctx context.Context, results []lists.BatchResult) []*AddListItemsPayload {
+	out := make([]*AddListItemsPayload, len(results))
+	path := graphql.GetPath(ctx)
+	for i, r := range results {
+		if r.Err != nil {
+			graphql.AddError(ctx, gqlerror.WrapPath(append(slices.Clone(path), ast.PathIndex(i)), r.Err))
+			continue
+		}
+		out[i] = &AddListItemsPayload{Added: int32(r.Added), Expired: int32(r.Expired)}
 	}
 	return out
 }

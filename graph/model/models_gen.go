@@ -25,6 +25,14 @@ type CreateListFeatureInput struct {
 	// How long an item lives after its timestamp: 1 to 630720000 (20 years).
 	TTLSeconds  int32   `json:"ttlSeconds"`
 	Description *string `json:"description,omitempty"`
+	// Caps each list at its newest maxItems items: 1 to 100000; left out, no cap.
+	MaxItems *int32 `json:"maxItems,omitempty"`
+}
+
+// The items to add to one list, in addListItemsBatch.
+type ListAddInput struct {
+	List  ListRefInput    `json:"list"`
+	Items []ListItemInput `json:"items"`
 }
 
 // A list feature: a named, versioned, time-ordered list kept per entity.
@@ -40,6 +48,10 @@ type ListFeature struct {
 	TTLSeconds  int32   `json:"ttlSeconds"`
 	Description *string `json:"description,omitempty"`
 	CreatedAt   Time    `json:"createdAt"`
+	// The cap of each list: reads show only its newest maxItems items, and adds
+	// delete the items pushed out (a list may hold an eighth more, at least 16,
+	// before an add trims it). Null: no cap.
+	MaxItems *int32 `json:"maxItems,omitempty"`
 }
 
 type ListItemInput struct {

@@ -25,8 +25,8 @@ import (
 const HostsEnv = "LISTGATE_TEST_CQL_HOSTS"
 
 var (
-	mu        sync.Mutex
-	keyspaces = map[cql.RemoveStrategy]string{} // one per strategy: an index changes what may be written
+	mu       sync.Mutex
+	keyspace string // this test process's own, migrated on first use
 )
 
 // Hosts returns the test cluster's hosts. When none is set, or the first
@@ -51,25 +51,23 @@ func Hosts(t testing.TB) []string {
 }
 
 // Config returns a store configuration for the test cluster, on a keyspace
-// of this test process's own, created and migrated for the remove strategy
-// on first use.
-func Config(t testing.TB, strategy cql.RemoveStrategy) cql.Config {
+// of this test process's own, created and migrated on first use.
+func Config(t testing.TB) cql.Config {
 	t.Helper()
 	cfg := cql.DefaultConfig()
 	cfg.Hosts = Hosts(t)
 	cfg.Timeout = 10 * time.Second // a test node on a busy 2-core machine
-	cfg.RemoveStrategy = strategy
 	mu.Lock()
 	defer mu.Unlock()
-	if ks, ok := keyspaces[strategy]; ok {
-		cfg.Keyspace = ks
+	if keyspace != "" {
+		cfg.Keyspace = keyspace
 		return cfg
 	}
-	cfg.Keyspace = fmt.Sprintf("listgate_test_%s_%d_%d", strategy, os.Getpid(), time.Now().Unix()%100000)
+	cfg.Keyspace = fmt.Sprintf("listgate_test_%d_%d", os.Getpid(), time.Now().Unix()%100000)
 	if err := migrate(cfg); err != nil {
 		t.Fatalf("setting up keyspace %s: %v", cfg.Keyspace, err)
 	}
-	keyspaces[strategy] = cfg.Keyspace
+	keyspace = cfg.Keyspace
 	return cfg
 }
 

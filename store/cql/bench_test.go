@@ -11,16 +11,19 @@ import (
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
+	"github.com/listgate/listgate/store/keys"
 )
 
 // Each benchmark runs one operation at a time against the real server, so
 // ns/op is its latency.
 
-func benchStore(b *testing.B, strategy cql.RemoveStrategy) (*cql.Store, *store.Feature) {
+// benchStore opens the test store with a feature capped at maxItems (0:
+// none).
+func benchStore(b *testing.B, maxItems int) (*cql.Store, *store.Feature) {
 	b.Helper()
-	s := cqltest.Open(b, cqltest.Config(b, strategy))
+	s := cqltest.Open(b, cqltest.Config(b))
 	f, err := s.CreateFeature(context.Background(), store.Feature{
-		EntityType: fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9), Name: "reading_history", ValueType: store.String, TTL: 24 * time.Hour,
+		EntityType: fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9), Name: "reading_history", ValueType: store.String, TTL: 24 * time.Hour, MaxItems: maxItems,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -58,7 +61,7 @@ func addTarget(b *testing.B, s store.Store, l store.List, now time.Time) {
 }
 
 func BenchmarkItems(b *testing.B) {
-	s, f := benchStore(b, cql.RemoveByScan)
+	s, f := benchStore(b, 0)
 	l := store.List{Feature: f, EntityID: "u1"}
 	fill(b, s, l, 1000)
 	for _, limit := range []int{10, 100, 1000} {
@@ -72,14 +75,70 @@ func BenchmarkItems(b *testing.B) {
 			}
 			b.ReportMetric(float64(limit*b.N)/b.Elapsed().Seconds(), "items/s")
 		})
+		b.Run(fmt.Sprintf("distinct/limit=%d", limit), func(b *testing.B) {
+			ctx := context.Background()
+			for b.Loop() {
+				p, err := s.Items(ctx, l, store.Range{Limit: limit, Distinct: true, MaxScan: 10 * limit})
+				if err != nil || len(p.Items) != limit {
+					b.Fatalf("Items: %d items, %v", len(p.Items), err)
+				}
+			}
+		})
 	}
 }
 
+// BenchmarkCount counts lists of 1,000 and 10,000 items, and a window of
+// the last tenth of the larger.
+func BenchmarkCount(b *testing.B) {
+	s, f := benchStore(b, 0)
+	ctx := context.Background()
+	for _, size := range []int{1000, 10000} {
+		l := store.List{Feature: f, EntityID: fmt.Sprint("list", size)}
+		fill(b, s, l, size)
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			for b.Loop() {
+				if n, err := s.Count(ctx, l, store.Window{}, 100_000); err != nil || n != size+3 {
+					b.Fatalf("Count = %d, %v", n, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFind looks 1,000 values up in lists of 10, 1,000 and 10,000
+// items: half of them present (the newest), half absent, so the whole list
+// is read.
+func BenchmarkFind(b *testing.B) {
+	s, f := benchStore(b, 0)
+	ctx := context.Background()
+	hashes := make([]string, 1000)
+	for i := range hashes {
+		v := fmt.Sprintf("story%07d", i/2)
+		if i%2 == 1 {
+			v = fmt.Sprint("absent", i)
+		}
+		hashes[i] = keys.ValueHash([]byte(v))
+	}
+	for _, size := range []int{10, 1000, 10000} {
+		l := store.List{Feature: f, EntityID: fmt.Sprint("list", size)}
+		fill(b, s, l, size)
+		b.Run(fmt.Sprintf("values=1000/size=%d", size), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := s.Find(ctx, l, hashes, 0, 100_000); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAddItems adds to uncapped lists and to lists capped at 1,000,
+// which their adds trim.
 func BenchmarkAddItems(b *testing.B) {
-	for _, strategy := range []cql.RemoveStrategy{cql.RemoveByScan, cql.RemoveByIndex} {
-		s, f := benchStore(b, strategy)
+	for _, maxItems := range []int{0, 1000} {
+		s, f := benchStore(b, maxItems)
 		for _, n := range []int{1, 10, 100} {
-			b.Run(fmt.Sprintf("%s/items=%d", strategy, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("maxItems=%d/items=%d", maxItems, n), func(b *testing.B) {
 				ctx := context.Background()
 				items := make([]store.NewItem, n)
 				i := 0
@@ -88,7 +147,7 @@ func BenchmarkAddItems(b *testing.B) {
 					for j := range items {
 						items[j] = store.NewItem{Timestamp: now, Value: fmt.Appendf(nil, "story%d", j)}
 					}
-					l := store.List{Feature: f, EntityID: fmt.Sprint("u", i%1000)}
+					l := store.List{Feature: f, EntityID: fmt.Sprint("u", i%10)}
 					if _, err := s.AddItems(ctx, l, items); err != nil {
 						b.Fatal(err)
 					}
@@ -106,7 +165,7 @@ func BenchmarkAddItems(b *testing.B) {
 // sub-benchmarks (one after the other, the server warming up or others
 // loading it meanwhile) do not. It reports each type's mean latency.
 func BenchmarkBatchType(b *testing.B) {
-	s, f := benchStore(b, cql.RemoveByScan)
+	s, f := benchStore(b, 0)
 	defer s.SetBatchType(gocql.LoggedBatch)
 	for _, n := range []int{10, 100} {
 		b.Run(fmt.Sprintf("items=%d", n), func(b *testing.B) {
@@ -138,30 +197,28 @@ func BenchmarkBatchType(b *testing.B) {
 	}
 }
 
-func BenchmarkRemoveValue(b *testing.B) {
-	for _, strategy := range []cql.RemoveStrategy{cql.RemoveByScan, cql.RemoveByIndex} {
-		s, f := benchStore(b, strategy)
-		for _, size := range []int{10, 1000, 10000} {
-			l := store.List{Feature: f, EntityID: fmt.Sprint("list", size)}
-			fill(b, s, l, size)
-			b.Run(fmt.Sprintf("%s/size=%d", strategy, size), func(b *testing.B) {
-				ctx := context.Background()
-				for b.Loop() {
-					n, err := s.RemoveValue(ctx, l, []byte("target"))
-					if err != nil || n != 3 {
-						b.Fatalf("RemoveValue = %d, %v", n, err)
-					}
-					b.StopTimer()
-					addTarget(b, s, l, time.Now())
-					b.StartTimer()
+func BenchmarkRemoveValues(b *testing.B) {
+	s, f := benchStore(b, 0)
+	for _, size := range []int{10, 1000, 10000} {
+		l := store.List{Feature: f, EntityID: fmt.Sprint("list", size)}
+		fill(b, s, l, size)
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			ctx := context.Background()
+			for b.Loop() {
+				n, err := s.RemoveValues(ctx, l, [][]byte{[]byte("target")})
+				if err != nil || n != 3 {
+					b.Fatalf("RemoveValues = %d, %v", n, err)
 				}
-			})
-		}
+				b.StopTimer()
+				addTarget(b, s, l, time.Now())
+				b.StartTimer()
+			}
+		})
 	}
 }
 
 func BenchmarkRemoveAll(b *testing.B) {
-	s, f := benchStore(b, cql.RemoveByScan)
+	s, f := benchStore(b, 0)
 	ctx := context.Background()
 	i := 0
 	for b.Loop() {
@@ -173,7 +230,7 @@ func BenchmarkRemoveAll(b *testing.B) {
 }
 
 func BenchmarkCreateFeature(b *testing.B) {
-	s, f := benchStore(b, cql.RemoveByScan)
+	s, f := benchStore(b, 0)
 	ctx := context.Background()
 	i := 0
 	for b.Loop() {

@@ -26,18 +26,6 @@ import (
 	"github.com/listgate/listgate/store/keys"
 )
 
-// RemoveStrategy is how RemoveValue finds the items holding a value.
-type RemoveStrategy string
-
-const (
-	// RemoveByScan reads the list's item keys and matches the value's MD5,
-	// which every item key carries. It needs no index.
-	RemoveByScan RemoveStrategy = "scan"
-	// RemoveByIndex looks the value up in a secondary index on value: a
-	// local index on ScyllaDB, a legacy secondary index on Cassandra.
-	RemoveByIndex RemoveStrategy = "index"
-)
-
 // Config says how to reach the cluster and how to use it.
 type Config struct {
 	Hosts    []string // host or host:port
@@ -55,8 +43,7 @@ type Config struct {
 	NumConns       int // connections per host (per shard on ScyllaDB)
 	Retries        int // retries of idempotent statements
 
-	RemoveStrategy RemoveStrategy
-	Limits         store.Limits
+	Limits store.Limits
 
 	// Telemetry: a span and a latency sample per statement attempt, and a
 	// log line for statements slower than SlowQuery (0: none).
@@ -80,7 +67,6 @@ func DefaultConfig() Config {
 		ConnectTimeout:    5 * time.Second,
 		NumConns:          2,
 		Retries:           2,
-		RemoveStrategy:    RemoveByScan,
 		Limits:            store.DefaultLimits,
 		TracerProvider:    tracenoop.NewTracerProvider(),
 		MeterProvider:     metricnoop.NewMeterProvider(),
@@ -103,32 +89,42 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 type statements struct {
-	selectItems, insertItem, deleteItems, deleteList, selectItemKeys, selectKeysByValue, selectTTL     string
-	insertFeature, selectFeature, selectFeatures, selectFeaturesOfType, recreateFeature, deleteFeature string
-	schemaTables, schemaIndex                                                                          string
+	// scans[values][writeTimes] reads rows of one list between two keys.
+	scans                                                                         [2][2]string
+	insertItem, deleteItems, deleteBelow, deleteList, selectTTL, countRows        string
+	insertFeature, selectFeature, selectFeatures, selectFeaturesOfType            string
+	recreateFeature, deleteFeature, schemaTables, schemaColumns, addFeatureColumn string
 }
 
 func newStatements(ks string) statements {
 	items, features := ks+".list_items", ks+".list_features"
-	const featureColumns = "entity_type, name, version, value_type, ttl_seconds, description, created_at, deleted_at, recreate_after"
+	const featureColumns = "entity_type, name, version, value_type, ttl_seconds, description, created_at, deleted_at, max_items, items_since"
+	const where = " WHERE feature_key = ? AND entity_id = ?"
+	scan := func(columns string) string {
+		return "SELECT " + columns + " FROM " + items + where + " AND item_key >= ? AND item_key < ? LIMIT ?"
+	}
 	return statements{
-		selectItems:       "SELECT item_key, value FROM " + items + " WHERE feature_key = ? AND entity_id = ? AND item_key >= ? AND item_key < ? LIMIT ?",
-		insertItem:        "INSERT INTO " + items + " (feature_key, entity_id, item_key, value) VALUES (?, ?, ?, ?) USING TTL ?",
-		deleteItems:       "DELETE FROM " + items + " WHERE feature_key = ? AND entity_id = ? AND item_key IN ?",
-		deleteList:        "DELETE FROM " + items + " WHERE feature_key = ? AND entity_id = ?",
-		selectItemKeys:    "SELECT item_key FROM " + items + " WHERE feature_key = ? AND entity_id = ?",
-		selectKeysByValue: "SELECT item_key FROM " + items + " WHERE feature_key = ? AND entity_id = ? AND value = ?",
-		selectTTL:         "SELECT TTL(value) FROM " + items + " WHERE feature_key = ? AND entity_id = ? AND item_key = ?",
+		scans: [2][2]string{
+			{scan("item_key"), scan("item_key, WRITETIME(value)")},
+			{scan("item_key, value"), scan("item_key, value, WRITETIME(value)")},
+		},
+		insertItem:  "INSERT INTO " + items + " (feature_key, entity_id, item_key, value) VALUES (?, ?, ?, ?) USING TTL ?",
+		deleteItems: "DELETE FROM " + items + where + " AND item_key IN ?",
+		deleteBelow: "DELETE FROM " + items + where + " AND item_key < ?",
+		deleteList:  "DELETE FROM " + items + where,
+		selectTTL:   "SELECT TTL(value) FROM " + items + where + " AND item_key = ?",
+		countRows:   "SELECT COUNT(*) FROM " + items + where,
 
-		insertFeature:        "INSERT INTO " + features + " (entity_type, name, version, value_type, ttl_seconds, description, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
+		insertFeature:        "INSERT INTO " + features + " (entity_type, name, version, value_type, ttl_seconds, description, created_at, max_items) VALUES (?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
 		selectFeature:        "SELECT " + featureColumns + " FROM " + features + " WHERE entity_type = ? AND name = ? AND version = ?",
 		selectFeatures:       "SELECT " + featureColumns + " FROM " + features,
 		selectFeaturesOfType: "SELECT " + featureColumns + " FROM " + features + " WHERE entity_type = ?",
-		recreateFeature:      "UPDATE " + features + " SET value_type = ?, ttl_seconds = ?, description = ?, created_at = ?, deleted_at = null, recreate_after = null WHERE entity_type = ? AND name = ? AND version = ? IF deleted_at = ?",
-		deleteFeature:        "UPDATE " + features + " SET deleted_at = ?, recreate_after = ? WHERE entity_type = ? AND name = ? AND version = ? IF deleted_at = null AND created_at = ?",
+		recreateFeature:      "UPDATE " + features + " SET value_type = ?, ttl_seconds = ?, description = ?, created_at = ?, max_items = ?, items_since = ?, deleted_at = null WHERE entity_type = ? AND name = ? AND version = ? IF deleted_at = ?",
+		deleteFeature:        "UPDATE " + features + " SET deleted_at = ? WHERE entity_type = ? AND name = ? AND version = ? IF deleted_at = null AND created_at = ?",
 
-		schemaTables: "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?",
-		schemaIndex:  "SELECT index_name FROM system_schema.indexes WHERE keyspace_name = ? AND table_name = 'list_items' AND index_name = 'list_items_by_value'",
+		schemaTables:     "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?",
+		schemaColumns:    "SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = 'list_features'",
+		addFeatureColumn: "ALTER TABLE " + features + " ADD %s",
 	}
 }
 
@@ -141,9 +137,6 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*Store, error) {
 	if !validKeyspace(cfg.Keyspace) {
 		return nil, fmt.Errorf("%w keyspace %q: must match [a-z][a-z0-9_]{0,47}", errkind.Invalid, cfg.Keyspace)
-	}
-	if cfg.RemoveStrategy != RemoveByScan && cfg.RemoveStrategy != RemoveByIndex {
-		return nil, fmt.Errorf("%w remove strategy %q: must be %q or %q", errkind.Invalid, cfg.RemoveStrategy, RemoveByScan, RemoveByIndex)
 	}
 	if len(cfg.Hosts) == 0 {
 		return nil, fmt.Errorf("%w CQL hosts: none given", errkind.Invalid)

@@ -6,19 +6,14 @@ import (
 
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/store"
-	"github.com/listgate/listgate/store/cql"
 	"github.com/listgate/listgate/store/storetest"
 )
 
 func TestConformance(t *testing.T) {
-	for _, strategy := range []cql.RemoveStrategy{cql.RemoveByScan, cql.RemoveByIndex} {
-		t.Run(string(strategy), func(t *testing.T) {
-			cqltest.Hosts(t) // once here, not in every case of the suite
-			storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
-				cfg := cqltest.Config(t, strategy)
-				cfg.Now = now
-				return cqltest.Open(t, cfg)
-			})
-		})
-	}
+	cqltest.Hosts(t) // once here, not in every case of the suite
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+		cfg := cqltest.Config(t)
+		cfg.Now = now
+		return cqltest.Open(t, cfg)
+	})
 }

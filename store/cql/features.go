@@ -13,21 +13,25 @@ import (
 	"github.com/listgate/listgate/store/keys"
 )
 
-// CreateFeature inserts the feature if its row does not exist, or revives a
-// deleted row once RecreateAfter has passed; both are lightweight
-// transactions, so two gateways cannot both succeed. Like every lightweight
-// transaction here they carry no timestamp of the store's: the server writes
-// them at their Paxos ballot's (Cassandra refuses USING TIMESTAMP with IF and
-// ignores the driver's default timestamp).
+// CreateFeature inserts the feature if its row does not exist, or creates
+// a deleted one again over its row; both are lightweight transactions, so
+// two gateways cannot both succeed. One created again records from when
+// its items count (ItemsSince, a write timestamp of this process's clock
+// taken now): the deleted feature's rows, written before, are never shown.
+// Like every lightweight transaction here they carry no timestamp of the
+// store's: the server writes them at their Paxos ballot's (Cassandra
+// refuses USING TIMESTAMP with IF and ignores the driver's default
+// timestamp).
 func (s *Store) CreateFeature(ctx context.Context, f store.Feature) (store.Feature, error) {
 	now := s.now()
 	if err := f.Validate(now, s.cap); err != nil {
 		return store.Feature{}, err
 	}
 	f.CreatedAt = now.Truncate(time.Millisecond).UTC()
+	f.ItemsSince = 0
 	ttl := int(f.TTL / time.Second)
 	existing := map[string]any{}
-	applied, err := s.session.Query(s.stmt.insertFeature, f.EntityType, f.Name, f.Version, string(f.ValueType), ttl, f.Description, f.CreatedAt).
+	applied, err := s.session.Query(s.stmt.insertFeature, f.EntityType, f.Name, f.Version, string(f.ValueType), ttl, f.Description, f.CreatedAt, nullable(f.MaxItems)).
 		WithContext(ctx).SerialConsistency(s.cfg.SerialConsistency).Consistency(s.cfg.WriteConsistency).MapScanCAS(existing)
 	if err != nil {
 		return store.Feature{}, classify("creating feature "+f.Key(), err)
@@ -39,18 +43,24 @@ func (s *Store) CreateFeature(ctx context.Context, f store.Feature) (store.Featu
 	if deletedAt.IsZero() {
 		return store.Feature{}, store.FeatureExists(f.Key())
 	}
-	if after, _ := existing["recreate_after"].(time.Time); now.Before(after) {
-		return store.Feature{}, store.RecreateTooSoon(f.Key(), deletedAt, after)
-	}
-	applied, err = s.session.Query(s.stmt.recreateFeature, string(f.ValueType), ttl, f.Description, f.CreatedAt, f.EntityType, f.Name, f.Version, deletedAt).
+	f.ItemsSince = writeTimestamp()
+	applied, err = s.session.Query(s.stmt.recreateFeature, string(f.ValueType), ttl, f.Description, f.CreatedAt, nullable(f.MaxItems), f.ItemsSince, f.EntityType, f.Name, f.Version, deletedAt).
 		WithContext(ctx).SerialConsistency(s.cfg.SerialConsistency).Consistency(s.cfg.WriteConsistency).MapScanCAS(map[string]any{})
 	if err != nil {
-		return store.Feature{}, classify("re-creating feature "+f.Key(), err)
+		return store.Feature{}, classify("creating feature "+f.Key()+" again", err)
 	}
 	if !applied {
 		return store.Feature{}, fmt.Errorf("feature %s: %w: it was changed concurrently; try again", f.Key(), errkind.Conflict)
 	}
 	return f, nil
+}
+
+// nullable is n, or null for 0.
+func nullable(n int) any {
+	if n == 0 {
+		return nil
+	}
+	return n
 }
 
 // Features lists the live features, of one entity type or of all.
@@ -85,16 +95,15 @@ func (s *Store) Features(ctx context.Context, entityType string) ([]store.Featur
 func scanFeature(iter *gocql.Iter) (f store.Feature, deleted bool, ok bool) {
 	var valueType string
 	var ttl int
-	var deletedAt, recreateAfter time.Time
-	ok = iter.Scan(&f.EntityType, &f.Name, &f.Version, &valueType, &ttl, &f.Description, &f.CreatedAt, &deletedAt, &recreateAfter)
+	var deletedAt time.Time
+	ok = iter.Scan(&f.EntityType, &f.Name, &f.Version, &valueType, &ttl, &f.Description, &f.CreatedAt, &deletedAt, &f.MaxItems, &f.ItemsSince)
 	f.ValueType = store.ValueType(valueType)
 	f.TTL = time.Duration(ttl) * time.Second
 	f.CreatedAt = f.CreatedAt.UTC()
 	return f, !deletedAt.IsZero(), ok
 }
 
-// DeleteFeature marks one version deleted and records when it may be
-// re-created; its items are left to expire.
+// DeleteFeature marks one version deleted; its items are left to expire.
 func (s *Store) DeleteFeature(ctx context.Context, entityType, name, version string) (bool, error) {
 	if err := keys.ValidateFeature(entityType, name, version); err != nil {
 		return false, err
@@ -109,7 +118,7 @@ func (s *Store) DeleteFeature(ctx context.Context, entityType, name, version str
 		return false, nil
 	}
 	now := s.now().Truncate(time.Millisecond).UTC()
-	applied, err := s.session.Query(s.stmt.deleteFeature, now, keys.RecreateAfter(now, f.TTL), entityType, name, version, f.CreatedAt).
+	applied, err := s.session.Query(s.stmt.deleteFeature, now, entityType, name, version, f.CreatedAt).
 		WithContext(ctx).SerialConsistency(s.cfg.SerialConsistency).Consistency(s.cfg.WriteConsistency).MapScanCAS(map[string]any{})
 	if err != nil {
 		return false, classify("deleting feature "+f.Key(), err)

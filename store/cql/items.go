@@ -13,43 +13,66 @@ import (
 	"github.com/listgate/listgate/store/keys"
 )
 
-// Items reads one page of a list with one single-partition query. It asks
-// for one item more than the page holds, to learn whether more follow.
+// scanner reads a list's rows with one single-partition query, paged by
+// the driver: at most sc.Limit rows, in pages of sc.Fetch rows, at most
+// 5,000.
+func (s *Store) scanner(l store.List) store.Scanner {
+	return func(ctx context.Context, sc store.Scan, fn func(store.Row) bool) error {
+		before := sc.Before
+		if before == "" {
+			before = keys.MaxItemKey
+		}
+		fetch := sc.Fetch
+		if fetch <= 0 || fetch > sc.Limit {
+			fetch = sc.Limit
+		}
+		stmt := s.stmt.scans[b2i(sc.Values)][b2i(sc.WriteTimes)]
+		iter := s.session.Query(stmt, l.Feature.Key(), l.EntityID, sc.From, before, sc.Limit).
+			WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(min(fetch, 5000)).Iter()
+		scanner := iter.Scanner()
+		dest := make([]any, 1, 3)
+		var row store.Row
+		dest[0] = &row.Key
+		if sc.Values {
+			dest = append(dest, &row.Value)
+		}
+		if sc.WriteTimes {
+			dest = append(dest, &row.WriteTime)
+		}
+		for scanner.Next() {
+			row = store.Row{}
+			if err := scanner.Scan(dest...); err != nil {
+				_ = iter.Close()
+				return classify("reading list items", err)
+			}
+			if !fn(row) {
+				break
+			}
+		}
+		return classify("reading list items", scanner.Err())
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Items reads one page of a list.
 func (s *Store) Items(ctx context.Context, l store.List, r store.Range) (store.Page, error) {
-	if err := l.Validate(); err != nil {
-		return store.Page{}, err
-	}
-	if err := r.Validate(); err != nil {
-		return store.Page{}, err
-	}
-	lower, upper := "", keys.MaxItemKey
-	if r.MinTimestamp > 0 {
-		lower = keys.TimestampPrefix(r.MinTimestamp)
-	}
-	if r.After != "" {
-		upper = r.After
-	}
-	iter := s.session.Query(s.stmt.selectItems, l.Feature.Key(), l.EntityID, lower, upper, r.Limit+1).
-		WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(r.Limit + 1).Iter()
-	page := store.Page{Items: make([]store.Item, 0, min(r.Limit, iter.NumRows()))}
-	scanner := iter.Scanner()
-	for scanner.Next() {
-		if len(page.Items) == r.Limit {
-			page.HasMore = true
-			break
-		}
-		var it store.Item
-		if err := scanner.Scan(&it.Key, &it.Value); err != nil {
-			_ = iter.Close()
-			return store.Page{}, classify("reading list items", err)
-		}
-		it.Timestamp = keys.ItemTimestamp(it.Key)
-		page.Items = append(page.Items, it)
-	}
-	if err := scanner.Err(); err != nil {
-		return store.Page{}, classify("reading list items", err)
-	}
-	return page, nil
+	return store.ReadPage(ctx, l, r, s.scanner(l))
+}
+
+// Count counts a list's items in a window, reading keys only.
+func (s *Store) Count(ctx context.Context, l store.List, w store.Window, maxRows int) (int, error) {
+	return store.CountItems(ctx, l, w, maxRows, s.scanner(l))
+}
+
+// Find finds the newest item holding each value hash, reading keys only.
+func (s *Store) Find(ctx context.Context, l store.List, hashes []string, minTimestamp int64, maxRows int) ([]string, error) {
+	return store.FindItems(ctx, l, hashes, minTimestamp, maxRows, s.scanner(l))
 }
 
 // AddItems writes the items in one batch into the list's partition: the
@@ -63,6 +86,14 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	if len(writes) == 0 {
 		return store.AddResult{Expired: expired}, nil
 	}
+	boundary := ""
+	if store.ShouldTrim(l.Feature, len(writes)) {
+		top, err := store.NewestKeys(ctx, l, s.scanner(l))
+		if err != nil {
+			return store.AddResult{}, err
+		}
+		boundary = store.TrimBoundary(l.Feature, top, writes)
+	}
 	fk := l.Feature.Key()
 	// Logged, though no safer for it: all entries are in one partition, one
 	// mutation the server applies atomically either way, and both Cassandra
@@ -75,13 +106,18 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	// silently stop being so.
 	b := s.session.Batch(s.batchType).WithContext(ctx).WithTimestamp(writeTimestamp())
 	b.SetConsistency(s.cfg.WriteConsistency)
-	b.Entries = make([]gocql.BatchEntry, len(writes))
+	b.Entries = make([]gocql.BatchEntry, len(writes), len(writes)+1)
 	for i, w := range writes {
 		// The driver stamps each attempt with the time it is sent unless
 		// the batch carries a timestamp; with the operation's own, a retry
 		// re-sends the same rows at the same timestamp and changes nothing,
 		// even after a later operation removed them.
 		b.Entries[i] = gocql.BatchEntry{Stmt: s.stmt.insertItem, Args: []any{fk, l.EntityID, w.Key, w.Value, w.TTL}, Idempotent: true}
+	}
+	if boundary != "" {
+		// At the batch's timestamp the range tombstone also covers the
+		// batch's own rows below the boundary: they are past the cap.
+		b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.stmt.deleteBelow, Args: []any{fk, l.EntityID, boundary}, Idempotent: true})
 	}
 	if err := s.session.ExecuteBatch(b); err != nil {
 		return store.AddResult{}, classify("adding list items", err)
@@ -92,44 +128,30 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 // removeBatch bounds the item keys of one delete statement.
 const removeBatch = 10
 
-// RemoveValue finds the items holding value, by key scan or by index, and
-// deletes them, at most ten keys per statement, all at one client timestamp
-// taken after the scan: later than the additions it found, and the same for
-// every attempt of every statement.
-func (s *Store) RemoveValue(ctx context.Context, l store.List, value []byte) (int, error) {
-	if err := l.Validate(); err != nil {
+// RemoveValues finds the items holding any of the values with one
+// key-only scan of the list, and deletes them, at most ten keys per
+// statement, all at one client timestamp taken after the scan: later than
+// the additions it found, and the same for every attempt of every
+// statement.
+func (s *Store) RemoveValues(ctx context.Context, l store.List, values [][]byte) (int, error) {
+	hashes := make([]string, len(values))
+	for i, v := range values {
+		hashes[i] = keys.ValueHash(v)
+	}
+	found, visible, err := store.MatchingKeys(ctx, l, hashes, s.scanner(l))
+	if err != nil {
 		return 0, err
-	}
-	fk := l.Feature.Key()
-	var found []string
-	var iter *gocql.Iter
-	if s.cfg.RemoveStrategy == RemoveByIndex {
-		iter = s.session.Query(s.stmt.selectKeysByValue, fk, l.EntityID, value).WithContext(ctx).
-			Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
-	} else {
-		iter = s.session.Query(s.stmt.selectItemKeys, fk, l.EntityID).WithContext(ctx).
-			Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
-	}
-	hash := keys.ValueHash(value)
-	var key string
-	for iter.Scan(&key) {
-		if keys.HasValueHash(key, hash) {
-			found = append(found, key)
-		}
-	}
-	if err := iter.Close(); err != nil {
-		return 0, classify("finding items by value", err)
 	}
 	ts := writeTimestamp()
 	for start := 0; start < len(found); start += removeBatch {
 		chunk := found[start:min(start+removeBatch, len(found))]
-		err := s.session.Query(s.stmt.deleteItems, fk, l.EntityID, chunk).WithContext(ctx).
+		err := s.session.Query(s.stmt.deleteItems, l.Feature.Key(), l.EntityID, chunk).WithContext(ctx).
 			Consistency(s.cfg.WriteConsistency).WithTimestamp(ts).Idempotent(true).Exec()
 		if err != nil {
-			return start, classify(fmt.Sprintf("removing items by value (%d of %d removed)", start, len(found)), err)
+			return 0, classify(fmt.Sprintf("removing items by value (%d of %d rows deleted; retry to delete the rest)", start, len(found)), err)
 		}
 	}
-	return len(found), nil
+	return visible, nil
 }
 
 // RemoveAll deletes the list's partition, at one client timestamp for every
@@ -155,6 +177,15 @@ func (s *Store) ItemTTL(ctx context.Context, l store.List, itemKey string) (time
 		return 0, classify("reading an item's TTL", err)
 	}
 	return time.Duration(ttl) * time.Second, nil
+}
+
+// Rows counts the live rows of a list's partition, shown or not (for
+// tests).
+func (s *Store) Rows(ctx context.Context, l store.List) (int, error) {
+	var n int
+	err := s.session.Query(s.stmt.countRows, l.Feature.Key(), l.EntityID).WithContext(ctx).
+		Consistency(s.cfg.ReadConsistency).Scan(&n)
+	return n, classify("counting a list's rows", err)
 }
 
 // lastTimestamp is the latest client timestamp this process handed out.

@@ -31,8 +31,9 @@ func DefaultSchema() Schema {
 	}
 }
 
-// Migrate creates the keyspace, the tables and, for RemoveByIndex, the value
-// index, where they do not exist yet. It never drops or alters anything.
+// Migrate creates the keyspace and the tables where they do not exist yet,
+// and adds to list_features the columns a table made by an earlier release
+// lacks. It never drops anything.
 func (s *Store) Migrate(ctx context.Context, sc Schema) error {
 	repl := strings.TrimSpace(sc.Replication)
 	if !strings.HasPrefix(repl, "{") || !strings.HasSuffix(repl, "}") || strings.ContainsAny(repl, ";") {
@@ -54,8 +55,9 @@ func (s *Store) Migrate(ctx context.Context, sc Schema) error {
 ) WITH CLUSTERING ORDER BY (item_key DESC)
   AND default_time_to_live = %d`, ks, int64(sc.DefaultTTL/time.Second)),
 		// One partition per entity type: listing an entity type's features
-		// reads one partition. Deleted features keep their row, marked, until
-		// they may be re-created.
+		// reads one partition. A deleted feature keeps its row, marked; one
+		// created again over it records from when its items count
+		// (items_since, µs).
 		`CREATE TABLE IF NOT EXISTS ` + ks + `.list_features (
   entity_type    TEXT,
   name           TEXT,
@@ -65,18 +67,10 @@ func (s *Store) Migrate(ctx context.Context, sc Schema) error {
   description    TEXT,
   created_at     TIMESTAMP,
   deleted_at     TIMESTAMP,
-  recreate_after TIMESTAMP,
+  max_items      INT,
+  items_since    BIGINT,
   PRIMARY KEY ((entity_type), name, version)
 )`,
-	}
-	if s.cfg.RemoveStrategy == RemoveByIndex {
-		if s.scylla {
-			ddl = append(ddl, "CREATE INDEX IF NOT EXISTS list_items_by_value ON "+ks+".list_items ((feature_key, entity_id), value)")
-		} else {
-			// Cassandra has no local index syntax, and 5.0's SAI cannot index
-			// a blob; a legacy index restricted by partition key reads locally.
-			ddl = append(ddl, "CREATE INDEX IF NOT EXISTS list_items_by_value ON "+ks+".list_items (value)")
-		}
 	}
 	for _, q := range ddl {
 		// DDL waits for schema agreement, which takes longer than a read.
@@ -85,10 +79,44 @@ func (s *Store) Migrate(ctx context.Context, sc Schema) error {
 			return classify("migrating the schema", err)
 		}
 	}
+	missing, err := s.missingFeatureColumns(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range missing {
+		err := s.session.Query(fmt.Sprintf(s.stmt.addFeatureColumn, c)).WithContext(ctx).SetRequestTimeout(time.Minute).Exec()
+		if err != nil {
+			return classify("migrating the schema", err)
+		}
+	}
 	if err := s.session.AwaitSchemaAgreement(ctx); err != nil {
 		return classify("waiting for schema agreement", err)
 	}
 	return nil
+}
+
+// featureColumns are the columns of list_features added since the first
+// release, with their types.
+var featureColumns = []string{"max_items INT", "items_since BIGINT"}
+
+// missingFeatureColumns lists those list_features lacks.
+func (s *Store) missingFeatureColumns(ctx context.Context) ([]string, error) {
+	iter := s.session.Query(s.stmt.schemaColumns, s.cfg.Keyspace).WithContext(ctx).Consistency(gocql.One).Idempotent(true).Iter()
+	have := map[string]bool{}
+	var name string
+	for iter.Scan(&name) {
+		have[name] = true
+	}
+	if err := iter.Close(); err != nil {
+		return nil, classify("checking the schema", err)
+	}
+	var missing []string
+	for _, c := range featureColumns {
+		if !have[strings.Fields(c)[0]] {
+			missing = append(missing, c)
+		}
+	}
+	return missing, nil
 }
 
 // Ready reports whether the cluster answers and the schema is in place.
@@ -107,13 +135,12 @@ func (s *Store) Ready(ctx context.Context) error {
 			return fmt.Errorf("table %s.%s is missing: run with --migrate", s.cfg.Keyspace, t)
 		}
 	}
-	if s.cfg.RemoveStrategy == RemoveByIndex {
-		if err := s.session.Query(s.stmt.schemaIndex, s.cfg.Keyspace).WithContext(ctx).Consistency(gocql.One).Scan(&name); err != nil {
-			if err == gocql.ErrNotFound {
-				return fmt.Errorf("index %s.list_items_by_value is missing: run with --migrate", s.cfg.Keyspace)
-			}
-			return classify("checking the schema", err)
-		}
+	missing, err := s.missingFeatureColumns(ctx)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("table %s.list_features lacks columns %s: run with --migrate", s.cfg.Keyspace, strings.Join(missing, ", "))
 	}
 	return nil
 }

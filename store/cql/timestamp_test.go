@@ -19,14 +19,14 @@ import (
 )
 
 // TestRetriedWritesKeepTheirTimestamp cuts the connection under the first
-// write of AddItems, RemoveValue and RemoveAll just after the statement is
+// write of AddItems, RemoveValues and RemoveAll just after the statement is
 // sent, so the driver tries it again, and checks on the wire that every
 // attempt of one operation carried the same client timestamp: a retry is the
 // same write, not a later one. The server holds the added items at that
 // timestamp, and each operation's timestamp is later than the one before.
 func TestRetriedWritesKeepTheirTimestamp(t *testing.T) {
 	ctx := context.Background()
-	cfg := cqltest.Config(t, cql.RemoveByScan)
+	cfg := cqltest.Config(t)
 	w := &wire{prepared: map[string]string{}}
 	s, err := cql.OpenTuned(ctx, cfg, func(c *gocql.ClusterConfig) {
 		c.ProtoVersion = 4 // frames without version 5's segments, for the wire to read
@@ -84,8 +84,8 @@ func TestRetriedWritesKeepTheirTimestamp(t *testing.T) {
 		t.Fatalf("%d items stored, want %d", rows, len(items))
 	}
 
-	remove := w.attempts(t, "RemoveValue", func() error {
-		n, err := s.RemoveValue(ctx, l, []byte("target"))
+	remove := w.attempts(t, "RemoveValues", func() error {
+		n, err := s.RemoveValues(ctx, l, [][]byte{[]byte("target")})
 		if err == nil && n != 2 {
 			err = fmt.Errorf("removed %d, want 2", n)
 		}
@@ -93,7 +93,7 @@ func TestRetriedWritesKeepTheirTimestamp(t *testing.T) {
 	})
 	all := w.attempts(t, "RemoveAll", func() error { return s.RemoveAll(ctx, l) })
 	if !(add < remove && remove < all) {
-		t.Errorf("timestamps out of order: AddItems %d, RemoveValue %d, RemoveAll %d", add, remove, all)
+		t.Errorf("timestamps out of order: AddItems %d, RemoveValues %d, RemoveAll %d", add, remove, all)
 	}
 	p, err := s.Items(ctx, l, store.Range{Limit: 10})
 	if err != nil || len(p.Items) != 0 {

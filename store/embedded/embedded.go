@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -137,44 +138,61 @@ func successor(prefix []byte) []byte {
 
 func expiryOf(v []byte) int64 { return int64(binary.BigEndian.Uint64(v)) }
 
-// Items reads one page of a list, newest first, skipping expired items.
-func (s *Store) Items(_ context.Context, l store.List, r store.Range) (store.Page, error) {
-	if err := l.Validate(); err != nil {
-		return store.Page{}, err
-	}
-	if err := r.Validate(); err != nil {
-		return store.Page{}, err
-	}
-	p := partition(l)
-	lower := append(bytes.Clone(p), keys.TimestampPrefix(max(r.MinTimestamp, 0))...)
-	upper := append(bytes.Clone(p), keys.MaxItemKey...)
-	if r.After != "" {
-		upper = append(bytes.Clone(p), r.After...)
-	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return store.Page{}, fmt.Errorf("reading list items: %w", err)
-	}
-	defer it.Close()
-	now := s.now().Unix()
-	var page store.Page
-	for ok := it.Last(); ok; ok = it.Prev() {
-		v := it.Value()
-		if expiryOf(v) <= now {
-			continue
+// scanner reads a list's rows: Pebble keys of the list's prefix, from the
+// newest, skipping expired items. The embedded store drops a deleted
+// feature's items when it is created again, so no feature of its own has
+// ItemsSince and no scan asks for write times.
+func (s *Store) scanner(l store.List) store.Scanner {
+	return func(_ context.Context, sc store.Scan, fn func(store.Row) bool) error {
+		p := partition(l)
+		lower := append(bytes.Clone(p), sc.From...)
+		upper := append(bytes.Clone(p), keys.MaxItemKey...)
+		if sc.Before != "" {
+			upper = append(bytes.Clone(p), sc.Before...)
 		}
-		if len(page.Items) == r.Limit {
-			page.HasMore = true
-			break
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+		if err != nil {
+			return fmt.Errorf("reading list items: %w", err)
 		}
-		key := string(it.Key()[len(p):])
-		page.Items = append(page.Items, store.Item{Key: key, Timestamp: keys.ItemTimestamp(key), Value: bytes.Clone(v[8:])})
+		defer it.Close()
+		now := s.now().Unix()
+		n := 0
+		for ok := it.Last(); ok && n < sc.Limit; ok = it.Prev() {
+			v := it.Value()
+			if expiryOf(v) <= now {
+				continue
+			}
+			n++
+			row := store.Row{Key: string(it.Key()[len(p):])}
+			if sc.Values {
+				row.Value = bytes.Clone(v[8:])
+			}
+			if !fn(row) {
+				break
+			}
+		}
+		return it.Error()
 	}
-	return page, it.Error()
 }
 
-// AddItems writes the items and their sweep entries in one synced batch.
-func (s *Store) AddItems(_ context.Context, l store.List, items []store.NewItem) (store.AddResult, error) {
+// Items reads one page of a list.
+func (s *Store) Items(ctx context.Context, l store.List, r store.Range) (store.Page, error) {
+	return store.ReadPage(ctx, l, r, s.scanner(l))
+}
+
+// Count counts a list's items in a window.
+func (s *Store) Count(ctx context.Context, l store.List, w store.Window, maxRows int) (int, error) {
+	return store.CountItems(ctx, l, w, maxRows, s.scanner(l))
+}
+
+// Find finds the newest item holding each value hash.
+func (s *Store) Find(ctx context.Context, l store.List, hashes []string, minTimestamp int64, maxRows int) ([]string, error) {
+	return store.FindItems(ctx, l, hashes, minTimestamp, maxRows, s.scanner(l))
+}
+
+// AddItems writes the items and their sweep entries in one synced batch,
+// with the range delete of a trim (store.ShouldTrim).
+func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewItem) (store.AddResult, error) {
 	now := s.now()
 	writes, expired, err := store.PrepareAdd(l, items, now, s.ExpiryCap(), s.cfg.Limits)
 	if err != nil {
@@ -197,6 +215,19 @@ func (s *Store) AddItems(_ context.Context, l store.List, items []store.NewItem)
 			return store.AddResult{}, err
 		}
 	}
+	if store.ShouldTrim(l.Feature, len(writes)) {
+		top, err := store.NewestKeys(ctx, l, s.scanner(l))
+		if err != nil {
+			return store.AddResult{}, err
+		}
+		if boundary := store.TrimBoundary(l.Feature, top, writes); boundary != "" {
+			// After the sets in the batch, so it drops the new items
+			// past the cap too. Their sweep entries find nothing.
+			if err := b.DeleteRange(p, append(bytes.Clone(p), boundary...), nil); err != nil {
+				return store.AddResult{}, err
+			}
+		}
+	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return store.AddResult{}, fmt.Errorf("adding list items: %w", err)
 	}
@@ -208,41 +239,29 @@ func expiryKey(expiry uint64, itemKey []byte) []byte {
 	return append(k, itemKey...)
 }
 
-// RemoveValue deletes every live item of the list whose key carries the
-// value's hash.
-func (s *Store) RemoveValue(_ context.Context, l store.List, value []byte) (int, error) {
-	if err := l.Validate(); err != nil {
-		return 0, err
+// RemoveValues deletes every item of the list whose key carries one of the
+// values' hashes.
+func (s *Store) RemoveValues(ctx context.Context, l store.List, values [][]byte) (int, error) {
+	hashes := make([]string, len(values))
+	for i, v := range values {
+		hashes[i] = keys.ValueHash(v)
 	}
-	p := partition(l)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: successor(p)})
+	matched, visible, err := store.MatchingKeys(ctx, l, hashes, s.scanner(l))
 	if err != nil {
 		return 0, err
 	}
-	defer it.Close()
-	hash := keys.ValueHash(value)
-	now := s.now().Unix()
+	p := partition(l)
 	b := s.db.NewBatch()
 	defer b.Close()
-	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		if !keys.HasValueHash(string(it.Key()[len(p):]), hash) {
-			continue
-		}
-		if expiryOf(it.Value()) > now {
-			n++
-		}
-		if err := b.Delete(it.Key(), nil); err != nil {
+	for _, k := range matched {
+		if err := b.Delete(append(bytes.Clone(p), k...), nil); err != nil {
 			return 0, err
 		}
-	}
-	if err := it.Error(); err != nil {
-		return 0, err
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return 0, fmt.Errorf("removing items by value: %w", err)
 	}
-	return n, nil
+	return visible, nil
 }
 
 // RemoveAll deletes the list's key range.
@@ -272,6 +291,14 @@ func (s *Store) ItemTTL(_ context.Context, l store.List, itemKey string) (time.D
 		return 0, fmt.Errorf("item %s: %w", itemKey, errkind.NotFound)
 	}
 	return time.Duration(left) * time.Second, nil
+}
+
+// Rows counts the live rows of a list's partition, shown or not (for
+// tests).
+func (s *Store) Rows(ctx context.Context, l store.List) (int, error) {
+	n := 0
+	err := s.scanner(l)(ctx, store.Scan{Limit: math.MaxInt32}, func(store.Row) bool { n++; return true })
+	return n, err
 }
 
 func (s *Store) sweepLoop(every time.Duration) {
@@ -331,12 +358,12 @@ func (s *Store) Sweep() (int, error) {
 
 // featureRecord is a feature as stored, with its deletion marks.
 type featureRecord struct {
-	ValueType     store.ValueType `json:"valueType"`
-	TTLSeconds    int64           `json:"ttlSeconds"`
-	Description   string          `json:"description,omitempty"`
-	CreatedAt     time.Time       `json:"createdAt"`
-	DeletedAt     time.Time       `json:"deletedAt,omitzero"`
-	RecreateAfter time.Time       `json:"recreateAfter,omitzero"`
+	ValueType   store.ValueType `json:"valueType"`
+	TTLSeconds  int64           `json:"ttlSeconds"`
+	Description string          `json:"description,omitempty"`
+	MaxItems    int             `json:"maxItems,omitempty"`
+	CreatedAt   time.Time       `json:"createdAt"`
+	DeletedAt   time.Time       `json:"deletedAt,omitzero"`
 }
 
 func featureKey(entityType, name, version string) []byte {
@@ -370,8 +397,9 @@ func (s *Store) writeFeature(k []byte, rec featureRecord) error {
 	return s.db.Set(k, v, pebble.Sync)
 }
 
-// CreateFeature stores a new feature, or revives a deleted one once its
-// items have all expired.
+// CreateFeature stores a new feature. A deleted one is created again at
+// once, and the items written under it are dropped with it (one range
+// delete over every list of the feature, in the same batch).
 func (s *Store) CreateFeature(_ context.Context, f store.Feature) (store.Feature, error) {
 	now := s.now()
 	if err := f.Validate(now, s.ExpiryCap()); err != nil {
@@ -387,12 +415,25 @@ func (s *Store) CreateFeature(_ context.Context, f store.Feature) (store.Feature
 	if exists && old.DeletedAt.IsZero() {
 		return store.Feature{}, store.FeatureExists(f.Key())
 	}
-	if exists && now.Before(old.RecreateAfter) {
-		return store.Feature{}, store.RecreateTooSoon(f.Key(), old.DeletedAt, old.RecreateAfter)
-	}
 	f.CreatedAt = now.Truncate(time.Millisecond).UTC()
-	rec := featureRecord{ValueType: f.ValueType, TTLSeconds: int64(f.TTL / time.Second), Description: f.Description, CreatedAt: f.CreatedAt}
-	if err := s.writeFeature(k, rec); err != nil {
+	f.ItemsSince = 0
+	rec := featureRecord{ValueType: f.ValueType, TTLSeconds: int64(f.TTL / time.Second), Description: f.Description, MaxItems: f.MaxItems, CreatedAt: f.CreatedAt}
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return store.Feature{}, err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if exists {
+		lists := append(append([]byte{itemPrefix}, f.Key()...), 0)
+		if err := b.DeleteRange(lists, successor(lists), nil); err != nil {
+			return store.Feature{}, err
+		}
+	}
+	if err := b.Set(k, v, nil); err != nil {
+		return store.Feature{}, err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
 		return store.Feature{}, fmt.Errorf("creating feature %s: %w", f.Key(), err)
 	}
 	return f, nil
@@ -428,7 +469,7 @@ func (s *Store) Features(_ context.Context, entityType string) ([]store.Feature,
 		out = append(out, store.Feature{
 			EntityType: string(parts[0]), Name: string(parts[1]), Version: string(parts[2]),
 			ValueType: rec.ValueType, TTL: time.Duration(rec.TTLSeconds) * time.Second,
-			Description: rec.Description, CreatedAt: rec.CreatedAt,
+			Description: rec.Description, MaxItems: rec.MaxItems, CreatedAt: rec.CreatedAt,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
@@ -447,9 +488,7 @@ func (s *Store) DeleteFeature(_ context.Context, entityType, name, version strin
 	if err != nil || !exists || !rec.DeletedAt.IsZero() {
 		return false, err
 	}
-	now := s.now().Truncate(time.Millisecond).UTC()
-	rec.DeletedAt = now
-	rec.RecreateAfter = keys.RecreateAfter(now, time.Duration(rec.TTLSeconds)*time.Second)
+	rec.DeletedAt = s.now().Truncate(time.Millisecond).UTC()
 	if err := s.writeFeature(k, rec); err != nil {
 		return false, fmt.Errorf("deleting feature %s: %w", keys.FeatureKey(entityType, name, version), err)
 	}

@@ -53,6 +53,9 @@ func ValueHash(value []byte) string {
 	return string(b[:])
 }
 
+// AppendValueHash appends ValueHash(value) to dst.
+func AppendValueHash(dst, value []byte) []byte { return appendHash(dst, value) }
+
 func appendHash(dst, value []byte) []byte {
 	sum := md5.Sum(value)
 	return base64.StdEncoding.AppendEncode(dst, sum[:])
@@ -115,11 +118,6 @@ func ItemTimestamp(key string) int64 {
 		ts = ts*10 + int64(key[i]-'0')
 	}
 	return ts
-}
-
-// HasValueHash reports whether key belongs to a value whose ValueHash is hash.
-func HasValueHash(key, hash string) bool {
-	return len(key) == ItemKeyLen && key[TimestampDigits+1:] == hash
 }
 
 func truncate(s string) string {
@@ -215,13 +213,8 @@ func ValidateList(entityType, name, version, entityID string) error {
 const (
 	// MaxTTL is the largest TTL a CQL server accepts (20 years).
 	MaxTTL = 630_720_000 * time.Second
-	// MaxFuture bounds how far past now an item's timestamp may be. It also
-	// bounds how long after a feature's deletion its items can live.
+	// MaxFuture bounds how far past now an item's timestamp may be.
 	MaxFuture = time.Hour
-	// RecreateGrace covers gateway replicas that still write under a deleted
-	// feature until their feature cache refreshes, and clock skew between
-	// them. Feature cache refresh intervals must stay below it.
-	RecreateGrace = 5 * time.Minute
 )
 
 // Expiry-date caps of CQL servers. Cassandra 4.x, and 5.0 in its shipped
@@ -281,8 +274,10 @@ func ItemTTL(ts int64, ttl time.Duration, now, expiryCap time.Time) (seconds int
 	return int32(secs), true, nil
 }
 
-// RecreateAfter is when a feature deleted at deletedAt may be created again:
-// once every item written under it has expired, so that none reappears.
-func RecreateAfter(deletedAt time.Time, ttl time.Duration) time.Time {
-	return deletedAt.Add(ttl + MaxFuture + RecreateGrace)
+// HashOf is the value hash an item key carries.
+func HashOf(key string) string {
+	if len(key) != ItemKeyLen {
+		return ""
+	}
+	return key[TimestampDigits+1:]
 }

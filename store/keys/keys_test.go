@@ -202,19 +202,3 @@ func TestValidateFeatureTTL(t *testing.T) {
 		}
 	}
 }
-
-func TestRecreateAfterCoversEveryItem(t *testing.T) {
-	// The latest-expiring item a feature can hold when deleted is stamped
-	// MaxFuture ahead; it must be gone before re-creation is allowed.
-	deleted := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ttl := 7 * 24 * time.Hour
-	lastTS := deleted.Add(MaxFuture).UnixNano()
-	secs, live, err := ItemTTL(lastTS, ttl, deleted, ExpiryCap2106)
-	if err != nil || !live {
-		t.Fatalf("ItemTTL: %d %v %v", secs, live, err)
-	}
-	expires := deleted.Add(time.Duration(secs) * time.Second)
-	if after := RecreateAfter(deleted, ttl); !after.After(expires) {
-		t.Fatalf("RecreateAfter = %v, not after the last expiry %v", after, expires)
-	}
-}

@@ -24,6 +24,12 @@ type TTLReader interface {
 	ItemTTL(ctx context.Context, l store.List, itemKey string) (time.Duration, error)
 }
 
+// RowCounter is implemented by stores that can count the live rows a
+// list's partition holds, shown or not: what a capped list costs.
+type RowCounter interface {
+	Rows(ctx context.Context, l store.List) (int, error)
+}
+
 // NewStore opens a store whose clock is now. Stores it returns may share
 // their data; every test uses entity types of its own.
 type NewStore func(t *testing.T, now func() time.Time) store.Store
@@ -46,14 +52,20 @@ func Run(t *testing.T, open NewStore) {
 		{"StoredTTLIsTimestampPlusFeatureTTLMinusNow", testStoredTTL},
 		{"ItemExpiringWithinASecondIsNotKeptForever", testShortLivedItem},
 		{"TTLBeyondServerLimitsIsRejected", testTTLLimits},
-		{"RemoveValueRemovesEveryTimestampAndNothingElse", testRemoveValue},
+		{"RemoveValuesRemovesEveryTimestampAndNothingElse", testRemoveValues},
 		{"RemoveAllEmptiesOnlyThatList", testRemoveAll},
 		{"OtherListsAreUntouched", testIsolation},
 		{"AddIsAllOrNothing", testAddAllOrNothing},
 		{"OversizedAddIsRejected", testOversizedAdd},
 		{"InvalidIdentifiersWriteNothing", testInvalidIdentifiers},
 		{"Features", testFeatures},
-		{"DeletedFeatureIsNotRecreatedWhileItemsLive", testRecreate},
+		{"TimeWindowBoundsAreInclusive", testTimeWindow},
+		{"CountCountsTheWindowWithinItsBound", testCount},
+		{"DistinctPagesHoldTheNewestItemOfEachValue", testDistinct},
+		{"FindGivesTheNewestItemOfEachValueInRequestOrder", testFind},
+		{"CappedListShowsOnlyItsNewestItems", testCapReads},
+		{"CappedListIsTrimmedByAdds", testCapTrim},
+		{"RecreatedFeatureShowsNoItemOfTheDeletedOne", testRecreate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -337,7 +349,7 @@ func testTTLLimits(t *testing.T, h *harness) {
 	equal(t, "values", h.values(l), []string{})
 }
 
-func testRemoveValue(t *testing.T, h *harness) {
+func testRemoveValues(t *testing.T, h *harness) {
 	l := h.list(h.feature("f", "", day), "u1")
 	now := time.Now()
 	var items []store.NewItem
@@ -345,23 +357,23 @@ func testRemoveValue(t *testing.T, h *harness) {
 		items = append(items, item(now.Add(-time.Duration(i)*time.Second), "gone"))
 		items = append(items, item(now.Add(-time.Duration(i)*time.Second), "kept"))
 	}
-	items = append(items, item(now, "gone2"), item(now, "gon"))
+	items = append(items, item(now, "gone2"), item(now, "gon"), item(now, "also gone"))
 	h.add(l, items...)
-	n, err := h.s.RemoveValue(h.ctx, l, []byte("gone"))
+	n, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("gone"), []byte("absent"), []byte("also gone")})
 	if err != nil {
-		t.Fatalf("RemoveValue: %v", err)
+		t.Fatalf("RemoveValues: %v", err)
 	}
-	equal(t, "removed", n, 23)
+	equal(t, "removed", n, 24)
 	vals := h.values(l)
 	equal(t, "items left", len(vals), 25)
 	for _, v := range vals {
-		if v == "gone" {
+		if v == "gone" || v == "also gone" {
 			t.Fatal("a removed value is still listed")
 		}
 	}
-	n, err = h.s.RemoveValue(h.ctx, l, []byte("absent"))
+	n, err = h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("absent")})
 	if err != nil || n != 0 {
-		t.Fatalf("RemoveValue(absent) = %d, %v", n, err)
+		t.Fatalf("RemoveValues(absent) = %d, %v", n, err)
 	}
 }
 
@@ -402,7 +414,7 @@ func testIsolation(t *testing.T, h *harness) {
 	}
 	h.add(target, item(now, "more"))
 	check("after add")
-	if _, err := h.s.RemoveValue(h.ctx, target, []byte("shared")); err != nil {
+	if _, err := h.s.RemoveValues(h.ctx, target, [][]byte{[]byte("shared")}); err != nil {
 		t.Fatal(err)
 	}
 	check("after remove value")
@@ -475,8 +487,12 @@ func testInvalidIdentifiers(t *testing.T, h *harness) {
 		isInvalid(t, fmt.Sprintf("AddItems entity id %q", id), err)
 		_, err = h.s.Items(h.ctx, l, store.Range{Limit: 1})
 		isInvalid(t, "Items", err)
-		_, err = h.s.RemoveValue(h.ctx, l, []byte("v"))
-		isInvalid(t, "RemoveValue", err)
+		_, err = h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("v")})
+		isInvalid(t, "RemoveValues", err)
+		_, err = h.s.Count(h.ctx, l, store.Window{}, 10)
+		isInvalid(t, "Count", err)
+		_, err = h.s.Find(h.ctx, l, []string{keys.ValueHash([]byte("v"))}, 0, 10)
+		isInvalid(t, "Find", err)
 		isInvalid(t, "RemoveAll", h.s.RemoveAll(h.ctx, l))
 	}
 	badFeature := *good
@@ -548,31 +564,322 @@ func testFeatures(t *testing.T, h *harness) {
 	equal(t, "features after delete", len(fs), 2)
 }
 
-func testRecreate(t *testing.T, h *harness) {
-	ttl := time.Hour
-	f := h.feature("f", "", ttl)
-	l := h.list(f, "u1")
-	h.add(l, item(time.Now(), "old"))
-	if ok, err := h.s.DeleteFeature(h.ctx, f.EntityType, f.Name, f.Version); err != nil || !ok {
-		t.Fatalf("DeleteFeature = %v, %v", ok, err)
+// page reads a list with r, and the values of its items.
+func (h *harness) pageValues(l store.List, r store.Range) (store.Page, []string) {
+	h.t.Helper()
+	p := h.page(l, r)
+	vals := []string{}
+	for _, it := range p.Items {
+		vals = append(vals, string(it.Value))
 	}
-	_, err := h.s.CreateFeature(h.ctx, *f)
-	if !errors.Is(err, errkind.Conflict) || !strings.Contains(err.Error(), "after") {
-		t.Fatalf("re-create while items live: err = %v, want ErrConflict naming when it becomes possible", err)
-	}
-	// Another version is free at once.
-	h.feature("f", "v2", ttl)
-	// Once every item written under it has expired, it may be created again.
-	h.offset.Store(int64(time.Until(keys.RecreateAfter(time.Now(), ttl)) + time.Minute))
-	g, err := h.s.CreateFeature(h.ctx, store.Feature{EntityType: f.EntityType, Name: f.Name, ValueType: store.Int, TTL: 2 * ttl})
+	return p, vals
+}
+
+func (h *harness) count(l store.List, w store.Window) int {
+	h.t.Helper()
+	n, err := h.s.Count(h.ctx, l, w, 100_000)
 	if err != nil {
-		t.Fatalf("re-create after expiry: %v", err)
+		h.t.Fatalf("Count: %v", err)
 	}
-	equal(t, "re-created value type", g.ValueType, store.Int)
+	return n
+}
+
+func (h *harness) find(l store.List, minTimestamp int64, values ...string) []string {
+	h.t.Helper()
+	hashes := make([]string, len(values))
+	for i, v := range values {
+		hashes[i] = keys.ValueHash([]byte(v))
+	}
+	found, err := h.s.Find(h.ctx, l, hashes, minTimestamp, 100_000)
+	if err != nil {
+		h.t.Fatalf("Find: %v", err)
+	}
+	return found
+}
+
+// Items at t0..t9 (seconds): v0 oldest … v9 newest.
+func (h *harness) tenItems(l store.List) []time.Time {
+	h.t.Helper()
+	base := time.Now().Add(-time.Minute).Truncate(time.Second)
+	var ts []time.Time
+	var items []store.NewItem
+	for i := range 10 {
+		ts = append(ts, base.Add(time.Duration(i)*time.Second))
+		items = append(items, item(ts[i], fmt.Sprint("v", i)))
+	}
+	h.add(l, items...)
+	return ts
+}
+
+func testTimeWindow(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	ts := h.tenItems(l)
+	w := store.Window{MinTimestamp: ts[3].UnixNano(), MaxTimestamp: ts[6].UnixNano()}
+	_, vals := h.pageValues(l, store.Range{MinTimestamp: w.MinTimestamp, MaxTimestamp: w.MaxTimestamp})
+	equal(t, "window, both bounds inclusive", vals, []string{"v6", "v5", "v4", "v3"})
+	_, vals = h.pageValues(l, store.Range{MaxTimestamp: ts[6].UnixNano() - 1})
+	equal(t, "maxTimestamp 1 ns before an item leaves it out", vals[0], "v5")
+	p, vals := h.pageValues(l, store.Range{MinTimestamp: w.MinTimestamp, MaxTimestamp: w.MaxTimestamp, Limit: 3})
+	equal(t, "window with a limit", vals, []string{"v6", "v5", "v4"})
+	equal(t, "hasMore", p.HasMore, true)
+	p, vals = h.pageValues(l, store.Range{MinTimestamp: w.MinTimestamp, MaxTimestamp: w.MaxTimestamp, Limit: 3, After: p.End})
+	equal(t, "next page of the window", vals, []string{"v3"})
+	equal(t, "hasMore at the window's end", p.HasMore, false)
+	// A cursor above the window's top reads from the top; one below it
+	// from the cursor.
+	_, vals = h.pageValues(l, store.Range{MaxTimestamp: ts[2].UnixNano(), After: keys.ItemKey(ts[8].UnixNano(), []byte("v8"))})
+	equal(t, "cursor above maxTimestamp", vals, []string{"v2", "v1", "v0"})
+	_, vals = h.pageValues(l, store.Range{MaxTimestamp: ts[8].UnixNano(), After: keys.ItemKey(ts[2].UnixNano(), []byte("v2"))})
+	equal(t, "cursor below maxTimestamp", vals, []string{"v1", "v0"})
+	equal(t, "count of the window", h.count(l, w), 4)
+	equal(t, "count of an empty window", h.count(l, store.Window{MinTimestamp: ts[6].UnixNano(), MaxTimestamp: ts[5].UnixNano()}), 0)
+	equal(t, "count of all", h.count(l, store.Window{}), 10)
+}
+
+func testCount(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	ts := h.tenItems(l)
+	equal(t, "count from minTimestamp", h.count(l, store.Window{MinTimestamp: ts[5].UnixNano()}), 5)
+	equal(t, "count to maxTimestamp", h.count(l, store.Window{MaxTimestamp: ts[5].UnixNano()}), 6)
+	n, err := h.s.Count(h.ctx, l, store.Window{}, 10)
+	if err != nil || n != 10 {
+		t.Fatalf("count of 10 items bounded at 10 rows = %d, %v", n, err)
+	}
+	_, err = h.s.Count(h.ctx, l, store.Window{}, 9)
+	if !errors.Is(err, store.ErrTooManyRows) || !errors.Is(err, errkind.Invalid) {
+		t.Fatalf("count of 10 items bounded at 9 rows: err = %v, want ErrTooManyRows", err)
+	}
+	n, err = h.s.Count(h.ctx, l, store.Window{MinTimestamp: ts[2].UnixNano()}, 9)
+	if err != nil || n != 8 {
+		t.Fatalf("count of a window of 8 bounded at 9 rows = %d, %v", n, err)
+	}
+	equal(t, "count of an empty list", h.count(h.list(l.Feature, "nobody"), store.Window{}), 0)
+}
+
+func testDistinct(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	base := time.Now().Add(-time.Minute)
+	// Newest first: a b a c b a d e a f (and 30 more a's, older).
+	seq := []string{"a", "b", "a", "c", "b", "a", "d", "e", "a", "f"}
+	var items []store.NewItem
+	for i, v := range seq {
+		items = append(items, item(base.Add(-time.Duration(i)*time.Second), v))
+	}
+	for i := range 30 {
+		items = append(items, item(base.Add(-time.Duration(100+i)*time.Second), "a"))
+	}
+	h.add(l, items...)
+	p, vals := h.pageValues(l, store.Range{Distinct: true, Limit: 4, MaxScan: 40})
+	equal(t, "distinct page", vals, []string{"a", "b", "c", "d"})
+	equal(t, "hasMore", p.HasMore, true)
+	equal(t, "timestamps are the newest of each value", p.Items[0].Timestamp, base.UnixNano())
+	p, vals = h.pageValues(l, store.Range{Distinct: true, Limit: 4, MaxScan: 40, After: p.End})
+	equal(t, "next distinct page: its own a, the older a's passed over", vals, []string{"e", "a", "f"})
+	equal(t, "hasMore at the end", p.HasMore, false)
+	// A page that reaches its scan bound ends early and says where the
+	// next one starts.
+	p, vals = h.pageValues(l, store.Range{Distinct: true, Limit: 4, MaxScan: 5})
+	equal(t, "bounded page", vals, []string{"a", "b", "c"})
+	equal(t, "bounded page hasMore", p.HasMore, true)
+	equal(t, "bounded page ends at the 5th row", p.End, keys.ItemKey(base.Add(-4*time.Second).UnixNano(), []byte("b")))
+	_, vals = h.pageValues(l, store.Range{Distinct: true, Limit: 4, MaxScan: 5, After: p.End})
+	equal(t, "page after a bounded one", vals, []string{"a", "d", "e", "f"})
+	// Pages read on to the end cover every value, each page distinct.
+	after, pages := "", 0
+	for {
+		p, vals = h.pageValues(l, store.Range{Distinct: true, Limit: 2, MaxScan: 3, After: after})
+		for i := range vals {
+			for j := range i {
+				if vals[i] == vals[j] {
+					t.Fatalf("page %v holds %s twice", vals, vals[i])
+				}
+			}
+		}
+		if pages++; !p.HasMore || pages > 50 {
+			break
+		}
+		after = p.End
+	}
+	equal(t, "paging ends", p.HasMore, false)
+}
+
+func testFind(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	ts := h.tenItems(l)
+	h.add(l, item(ts[2].Add(time.Millisecond), "v7")) // v7 is also held older
+	found := h.find(l, 0, "v7", "absent", "v0", "v7", "v9")
+	want := []string{
+		keys.ItemKey(ts[7].UnixNano(), []byte("v7")), "", keys.ItemKey(ts[0].UnixNano(), []byte("v0")),
+		keys.ItemKey(ts[7].UnixNano(), []byte("v7")), keys.ItemKey(ts[9].UnixNano(), []byte("v9")),
+	}
+	equal(t, "found, in request order, the newest of each", found, want)
+	found = h.find(l, ts[3].UnixNano(), "v0", "v3")
+	equal(t, "found at or after minTimestamp", found, []string{"", keys.ItemKey(ts[3].UnixNano(), []byte("v3"))})
+	hashes := []string{keys.ValueHash([]byte("v0"))}
+	if _, err := h.s.Find(h.ctx, l, hashes, 0, 5); !errors.Is(err, store.ErrTooManyRows) {
+		t.Fatalf("find past its bound: err = %v, want ErrTooManyRows", err)
+	}
+	if found, err := h.s.Find(h.ctx, l, []string{keys.ValueHash([]byte("v9"))}, 0, 1); err != nil || found[0] == "" {
+		t.Fatalf("find of the newest item with a bound of 1 row = %v, %v", found, err)
+	}
+}
+
+func (h *harness) capped(maxItems int) *store.Feature {
+	h.t.Helper()
+	f, err := h.s.CreateFeature(h.ctx, store.Feature{EntityType: h.entityType, Name: "capped", ValueType: store.String, TTL: day, MaxItems: maxItems})
+	if err != nil {
+		h.t.Fatalf("CreateFeature: %v", err)
+	}
+	equal(h.t, "maxItems", f.MaxItems, maxItems)
+	return &f
+}
+
+func testCapReads(t *testing.T, h *harness) {
+	f := h.capped(4)
 	fs, err := h.s.Features(h.ctx, h.entityType)
+	if err != nil || len(fs) != 1 || fs[0].MaxItems != 4 {
+		t.Fatalf("Features = %+v, %v", fs, err)
+	}
+	l := h.list(f, "u1")
+	// Ten items in one add: whatever the add trims, reads show only the
+	// newest four.
+	ts := h.tenItems(l)
+	_, vals := h.pageValues(l, store.Range{})
+	equal(t, "values", vals, []string{"v9", "v8", "v7", "v6"})
+	p, vals := h.pageValues(l, store.Range{Limit: 3})
+	equal(t, "first page", vals, []string{"v9", "v8", "v7"})
+	equal(t, "hasMore", p.HasMore, true)
+	p, vals = h.pageValues(l, store.Range{Limit: 3, After: p.End})
+	equal(t, "second page stops at the cap", vals, []string{"v6"})
+	equal(t, "hasMore at the cap", p.HasMore, false)
+	_, vals = h.pageValues(l, store.Range{MaxTimestamp: ts[7].UnixNano()})
+	equal(t, "a window below the newest items", vals, []string{"v7", "v6"})
+	_, vals = h.pageValues(l, store.Range{After: keys.ItemKey(ts[5].UnixNano(), []byte("v5"))})
+	equal(t, "a cursor past the cap", vals, []string{})
+	equal(t, "count", h.count(l, store.Window{}), 4)
+	equal(t, "count of a window across the cap", h.count(l, store.Window{MaxTimestamp: ts[7].UnixNano()}), 2)
+	equal(t, "found", h.find(l, 0, "v9", "v6", "v5"), []string{keys.ItemKey(ts[9].UnixNano(), []byte("v9")), keys.ItemKey(ts[6].UnixNano(), []byte("v6")), ""})
+	n, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("v8"), []byte("v2")})
+	if err != nil || n != 1 {
+		t.Fatalf("RemoveValues of a shown and a capped-out value = %d, %v; want 1 (the shown one)", n, err)
+	}
+	// With v8 gone, reads show the newest four left.
+	_, vals = h.pageValues(l, store.Range{})
+	equal(t, "values after a removal", vals[:3], []string{"v9", "v7", "v6"})
+	// New items push the oldest out.
+	h.add(l, item(time.Now(), "new"))
+	_, vals = h.pageValues(l, store.Range{})
+	equal(t, "values after an add", vals[:3], []string{"new", "v9", "v7"})
+	equal(t, "count after an add", h.count(l, store.Window{}), 4)
+}
+
+func testCapTrim(t *testing.T, h *harness) {
+	rc, ok := h.s.(RowCounter)
+	if !ok {
+		t.Fatalf("%T does not implement storetest.RowCounter", h.s)
+	}
+	const maxItems, adds = 20, 400
+	f := h.capped(maxItems)
+	l := h.list(f, "u1")
+	base := time.Now().Add(-time.Hour)
+	for i := range adds {
+		h.add(l, item(base.Add(time.Duration(i)*time.Millisecond), fmt.Sprint(i)))
+	}
+	rows, err := rc.Rows(h.ctx, l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	equal(t, "features", len(fs), 2)
-	equal(t, "re-created TTL", fs[0].TTL, 2*ttl)
+	// An add trims with probability 1/slack, so the list passes its cap by
+	// more than 12 slacks with probability about e^-12.
+	slack := store.TrimSlack(maxItems)
+	if rows > maxItems+12*slack {
+		t.Fatalf("%d single-item adds to a list capped at %d left %d rows: the adds do not trim (slack %d)", adds, maxItems, rows, slack)
+	}
+	_, vals := h.pageValues(l, store.Range{})
+	equal(t, "shown", len(vals), maxItems)
+	equal(t, "newest shown", vals[0], fmt.Sprint(adds-1))
+	equal(t, "oldest shown", vals[maxItems-1], fmt.Sprint(adds-maxItems))
+	// An add of more items than the slack always trims: the list holds the
+	// newest maxItems rows, the add's own older items dropped with the rest.
+	var many []store.NewItem
+	for i := range 3 * slack {
+		many = append(many, item(base.Add(time.Minute+time.Duration(i)*time.Millisecond), fmt.Sprint("m", i)))
+	}
+	h.add(l, many...)
+	if rows, err = rc.Rows(h.ctx, l); err != nil || rows != maxItems {
+		t.Fatalf("rows after an add of %d items = %d, %v; want %d", len(many), rows, err, maxItems)
+	}
+}
+
+func testRecreate(t *testing.T, h *harness) {
+	f := h.feature("f", "", day)
+	l := h.list(f, "u1")
+	now := time.Now()
+	h.add(l, item(now.Add(-time.Second), "old"), item(now.Add(-2*time.Second), "kept value"))
+	h.add(h.list(f, "u2"), item(now, "old of u2"))
+	if ok, err := h.s.DeleteFeature(h.ctx, f.EntityType, f.Name, f.Version); err != nil || !ok {
+		t.Fatalf("DeleteFeature = %v, %v", ok, err)
+	}
+	// Created again at once, with another TTL and a cap.
+	g, err := h.s.CreateFeature(h.ctx, store.Feature{EntityType: f.EntityType, Name: f.Name, ValueType: store.String, TTL: 2 * day, MaxItems: 2})
+	if err != nil {
+		t.Fatalf("CreateFeature again: %v", err)
+	}
+	l = h.list(&g, "u1")
+	_, vals := h.pageValues(l, store.Range{})
+	equal(t, "items of the deleted feature", vals, []string{})
+	equal(t, "items of another list of it", h.values(h.list(&g, "u2")), []string{})
+	equal(t, "count", h.count(l, store.Window{}), 0)
+	equal(t, "found", h.find(l, 0, "old"), []string{""})
+	// The new feature's items show, the old ones never, whatever their
+	// timestamps: an item added again at an old item's timestamp is new.
+	h.add(l, item(now.Add(-3*time.Second), "new"), item(now.Add(-2*time.Second), "kept value"))
+	_, vals = h.pageValues(l, store.Range{})
+	equal(t, "items after adds", vals, []string{"kept value", "new"})
+	equal(t, "count after adds", h.count(l, store.Window{}), 2)
+	equal(t, "the cap counts new items only", h.find(l, 0, "new"), []string{keys.ItemKey(now.Add(-3*time.Second).UnixNano(), []byte("new"))})
+	n, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("old"), []byte("new")})
+	if err != nil || n != 1 {
+		t.Fatalf("RemoveValues of an old and a new value = %d, %v; want 1", n, err)
+	}
+	fs, err := h.s.Features(h.ctx, h.entityType)
+	if err != nil || len(fs) != 1 || fs[0].TTL != 2*day || fs[0].MaxItems != 2 || fs[0].ItemsSince != g.ItemsSince {
+		t.Fatalf("Features = %+v, %v", fs, err)
+	}
+	_, err = h.s.CreateFeature(h.ctx, g)
+	if !errors.Is(err, errkind.Conflict) {
+		t.Fatalf("creating it a third time: err = %v, want ErrConflict", err)
+	}
+	// A page of a feature created again looks at MaxScan rows at most, and
+	// paging on from its end finds every item, past rows left from the
+	// deleted feature (where a store keeps them).
+	r := h.feature("r", "", day)
+	var old []store.NewItem
+	for i := range 20 {
+		old = append(old, item(now.Add(-time.Duration(i)*time.Second), fmt.Sprint("old ", i)))
+	}
+	h.add(h.list(r, "u3"), old...)
+	if ok, err := h.s.DeleteFeature(h.ctx, r.EntityType, r.Name, r.Version); err != nil || !ok {
+		t.Fatalf("DeleteFeature = %v, %v", ok, err)
+	}
+	r2, err := h.s.CreateFeature(h.ctx, *r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u3 := h.list(&r2, "u3")
+	h.add(u3, item(now.Add(-time.Minute), "new"))
+	var seen []string
+	after := ""
+	for pages := 1; ; pages++ {
+		p, vals := h.pageValues(u3, store.Range{Limit: 1, MaxScan: 5, After: after})
+		seen = append(seen, vals...)
+		if !p.HasMore {
+			break
+		}
+		if pages > 6 || p.End == "" {
+			t.Fatalf("page %d: hasMore with end %q", pages, p.End)
+		}
+		after = p.End
+	}
+	equal(t, "items paged through", seen, []string{"new"})
 }
