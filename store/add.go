@@ -128,6 +128,7 @@ func NewestKeys(ctx context.Context, l List, scan Scanner) ([]string, error) {
 	v := &view{f: l.Feature}
 	s, _ := v.scanFor(region{})
 	s.Limit = math.MaxInt32
+	v.rankLimit(&s)
 	var top []string
 	err := scan(ctx, s, func(row Row) bool {
 		ok, end := v.visible(row)

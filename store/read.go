@@ -90,6 +90,19 @@ func (v *view) scanFor(r region) (s Scan, ranked bool) {
 	return s, false
 }
 
+// rankLimit bounds a scan of a capped list from the newest row, which ends
+// past the cap: every row it reads is visible (no feature created again),
+// so MaxItems+1 rows reach past the cap, and the database need not read
+// the rows below, shadowed by trims until compaction drops them.
+func (v *view) rankLimit(s *Scan) {
+	if v.f.MaxItems > 0 && v.f.ItemsSince == 0 && s.Before == "" {
+		s.Limit = min(s.Limit, v.f.MaxItems+1)
+		if s.Fetch > s.Limit {
+			s.Fetch = s.Limit
+		}
+	}
+}
+
 // ReadPage reads one page of a list with scan: the visible items of r's
 // region, newest first, at most r.Limit of them, with Distinct only the
 // newest item of each value. It looks at r.Limit+1 rows of the region, or
@@ -124,6 +137,7 @@ func ReadPage(ctx context.Context, l List, r Range, scan Scanner) (Page, error) 
 		// many rows of a deleted feature as the page may look at.
 		s.Limit += p.f.MaxItems + p.budget
 	}
+	p.rankLimit(&s)
 	if r.Distinct {
 		p.seen = make(map[string]bool, min(r.Limit, 128))
 	}
@@ -213,6 +227,7 @@ func CountItems(ctx context.Context, l List, w Window, maxRows int, scan Scanner
 	rg := regionOf(w, "")
 	s, ranked := v.scanFor(rg)
 	s.Limit = maxRows + 1
+	v.rankLimit(&s)
 	n, looked := 0, 0
 	err := scan(ctx, s, func(row Row) bool {
 		ok, end := v.visible(row)
@@ -256,6 +271,7 @@ func FindItems(ctx context.Context, l List, hashes []string, minTimestamp int64,
 	v := &view{f: l.Feature}
 	s, _ := v.scanFor(regionOf(Window{MinTimestamp: minTimestamp}, ""))
 	s.Limit = maxRows + 1
+	v.rankLimit(&s)
 	looked := 0
 	err := scan(ctx, s, func(row Row) bool {
 		ok, end := v.visible(row)

@@ -185,3 +185,27 @@ func values(p Page) []string {
 	}
 	return out
 }
+
+// Scans of a capped list from the newest row stop one row past the cap:
+// the database need not read the rows below, shadowed by trims.
+func TestCappedScansStopPastTheCap(t *testing.T) {
+	ctx := context.Background()
+	r := list(20)
+	f := feature
+	f.MaxItems = 5
+	l := List{Feature: &f, EntityID: "u1"}
+	if _, err := CountItems(ctx, l, Window{}, 1000, r.scan); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewestKeys(ctx, l, r.scan); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPage(ctx, l, Range{Limit: 3, After: r.rows[1].Key}, r.scan); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range r.scans {
+		if s.Limit != 6 {
+			t.Errorf("scan %d reads %d rows, want 6", i, s.Limit)
+		}
+	}
+}
