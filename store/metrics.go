@@ -33,7 +33,7 @@ func Instrument(s Store, mp metric.MeterProvider) (Store, error) {
 		metric.WithDescription("Duration of list operations on the store, by operation and outcome.")); err != nil {
 		return nil, err
 	}
-	for _, op := range []string{"items", "count", "find", "add", "remove_values", "remove_all"} {
+	for _, op := range []string{"items", "count", "find", "since", "add", "remove_values", "remove_all"} {
 		in.outcomes[op] = [2]metric.MeasurementOption{
 			metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", "ok"))),
 			metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", "error"))),
@@ -86,6 +86,14 @@ func (s *instrumented) Find(ctx context.Context, l List, hashes []string, minTim
 	found, err := s.Store.Find(ctx, l, hashes, minTimestamp, maxRows)
 	s.done(ctx, "find", start, err)
 	return found, err
+}
+
+func (s *instrumented) Since(ctx context.Context, l List, from string, limit int) ([]Item, error) {
+	start := time.Now()
+	items, err := s.Store.Since(ctx, l, from, limit)
+	s.done(ctx, "since", start, err)
+	s.read.Add(ctx, int64(len(items)))
+	return items, err
 }
 
 func (s *instrumented) RemoveValues(ctx context.Context, l List, values [][]byte) (int, error) {

@@ -22,7 +22,7 @@ type Row struct {
 	WriteTime int64  // µs since the epoch, when the scan asks for write times
 }
 
-// Scan selects rows of one list, newest first.
+// Scan selects rows of one list, newest first unless Ascending.
 type Scan struct {
 	From       string // the lowest key read, inclusive; "" reads to the oldest row
 	Before     string // keys below this are read; "" reads from the newest row
@@ -30,11 +30,12 @@ type Scan struct {
 	Fetch      int    // rows a backend fetches at a time; 0: Limit
 	Values     bool   // read values
 	WriteTimes bool   // read write times
+	Ascending  bool   // oldest first
 }
 
 // Scanner reads the live rows of one list that a Scan selects, with one
-// single-partition query, newest first, and calls fn with each until fn
-// returns false. Expired rows are never read.
+// single-partition query, in the Scan's order, and calls fn with each until
+// fn returns false. Expired rows are never read.
 type Scanner func(ctx context.Context, s Scan, fn func(Row) bool) error
 
 // ErrTooManyRows is the error of a count or a search that would look at
@@ -325,4 +326,24 @@ func MatchingKeys(ctx context.Context, l List, hashes []string, scan Scanner) (m
 		return true
 	})
 	return matched, visible, err
+}
+
+// ReadSince reads, with scan, the items of a list whose keys are at or
+// after from, oldest first, at most limit of them, leaving out rows of a
+// deleted feature: what a watcher of the list polls. It does not rank rows
+// against a cap: an item pushed out since it was added is still read, once.
+func ReadSince(ctx context.Context, l List, from string, limit int, scan Scanner) ([]Item, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	v := view{f: l.Feature}
+	s := Scan{From: from, Limit: limit, Values: true, WriteTimes: v.f.ItemsSince != 0, Ascending: true}
+	var items []Item
+	err := scan(ctx, s, func(row Row) bool {
+		if v.f.ItemsSince == 0 || row.WriteTime >= v.f.ItemsSince {
+			items = append(items, Item{Key: row.Key, Timestamp: keys.ItemTimestamp(row.Key), Value: row.Value})
+		}
+		return true
+	})
+	return items, err
 }

@@ -200,6 +200,10 @@ type Store interface {
 	// after minTimestamp holding it, or "", looking at no more than maxRows
 	// rows (FindItems).
 	Find(ctx context.Context, l List, hashes []string, minTimestamp int64, maxRows int) ([]string, error)
+	// Since reads the items of a list whose keys are at or after from (an
+	// item key or a timestamp prefix), oldest first, at most limit
+	// (ReadSince).
+	Since(ctx context.Context, l List, from string, limit int) ([]Item, error)
 	// AddItems writes items into a list, all or nothing, and trims a
 	// capped list (ShouldTrim).
 	AddItems(ctx context.Context, l List, items []NewItem) (AddResult, error)

@@ -89,8 +89,11 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 type statements struct {
-	// scans[values][writeTimes] reads rows of one list between two keys.
+	// scans[values][writeTimes] reads rows of one list between two keys,
+	// newest first; scansAscending[writeTimes] reads them with values,
+	// oldest first.
 	scans                                                                         [2][2]string
+	scansAscending                                                                [2]string
 	insertItem, deleteItems, deleteBelow, deleteList, selectTTL, countRows        string
 	insertFeature, selectFeature, selectFeatures, selectFeaturesOfType            string
 	recreateFeature, deleteFeature, schemaTables, schemaColumns, addFeatureColumn string
@@ -107,6 +110,10 @@ func newStatements(ks string) statements {
 		scans: [2][2]string{
 			{scan("item_key"), scan("item_key, WRITETIME(value)")},
 			{scan("item_key, value"), scan("item_key, value, WRITETIME(value)")},
+		},
+		scansAscending: [2]string{
+			strings.Replace(scan("item_key, value"), " LIMIT", " ORDER BY item_key ASC LIMIT", 1),
+			strings.Replace(scan("item_key, value, WRITETIME(value)"), " LIMIT", " ORDER BY item_key ASC LIMIT", 1),
 		},
 		insertItem:  "INSERT INTO " + items + " (feature_key, entity_id, item_key, value) VALUES (?, ?, ?, ?) USING TTL ?",
 		deleteItems: "DELETE FROM " + items + where + " AND item_key IN ?",

@@ -27,6 +27,9 @@ func (s *Store) scanner(l store.List) store.Scanner {
 			fetch = sc.Limit
 		}
 		stmt := s.stmt.scans[b2i(sc.Values)][b2i(sc.WriteTimes)]
+		if sc.Ascending {
+			stmt = s.stmt.scansAscending[b2i(sc.WriteTimes)]
+		}
 		iter := s.session.Query(stmt, l.Feature.Key(), l.EntityID, sc.From, before, sc.Limit).
 			WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(min(fetch, 5000)).Iter()
 		scanner := iter.Scanner()
@@ -63,6 +66,12 @@ func b2i(b bool) int {
 // Items reads one page of a list.
 func (s *Store) Items(ctx context.Context, l store.List, r store.Range) (store.Page, error) {
 	return store.ReadPage(ctx, l, r, s.scanner(l))
+}
+
+// Since reads the items of a list from a key on, oldest first: one
+// single-partition query in the reverse of the clustering order.
+func (s *Store) Since(ctx context.Context, l store.List, from string, limit int) ([]store.Item, error) {
+	return store.ReadSince(ctx, l, from, limit, s.scanner(l))
 }
 
 // Count counts a list's items in a window, reading keys only.

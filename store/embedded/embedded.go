@@ -157,7 +157,11 @@ func (s *Store) scanner(l store.List) store.Scanner {
 		defer it.Close()
 		now := s.now().Unix()
 		n := 0
-		for ok := it.Last(); ok && n < sc.Limit; ok = it.Prev() {
+		first, next := it.Last, it.Prev
+		if sc.Ascending {
+			first, next = it.First, it.Next
+		}
+		for ok := first(); ok && n < sc.Limit; ok = next() {
 			v := it.Value()
 			if expiryOf(v) <= now {
 				continue
@@ -178,6 +182,11 @@ func (s *Store) scanner(l store.List) store.Scanner {
 // Items reads one page of a list.
 func (s *Store) Items(ctx context.Context, l store.List, r store.Range) (store.Page, error) {
 	return store.ReadPage(ctx, l, r, s.scanner(l))
+}
+
+// Since reads the items of a list from a key on, oldest first.
+func (s *Store) Since(ctx context.Context, l store.List, from string, limit int) ([]store.Item, error) {
+	return store.ReadSince(ctx, l, from, limit, s.scanner(l))
 }
 
 // Count counts a list's items in a window.

@@ -66,6 +66,7 @@ func Run(t *testing.T, open NewStore) {
 		{"CappedListShowsOnlyItsNewestItems", testCapReads},
 		{"CappedListIsTrimmedByAdds", testCapTrim},
 		{"RecreatedFeatureShowsNoItemOfTheDeletedOne", testRecreate},
+		{"SinceReadsOldestFirstFromAKey", testSince},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -882,4 +883,43 @@ func testRecreate(t *testing.T, h *harness) {
 		after = p.End
 	}
 	equal(t, "items paged through", seen, []string{"new"})
+}
+
+func testSince(t *testing.T, h *harness) {
+	f := h.feature("f", "", day)
+	l := h.list(f, "u1")
+	ts := h.tenItems(l)
+	h.add(l, item(ts[5], "v5 twin")) // a second item at v5's timestamp
+	since := func(from string, limit int) []string {
+		t.Helper()
+		items, err := h.s.Since(h.ctx, l, from, limit)
+		if err != nil {
+			t.Fatalf("Since: %v", err)
+		}
+		vals := []string{}
+		for _, it := range items {
+			vals = append(vals, string(it.Value))
+			if it.Key != keys.ItemKey(it.Timestamp, it.Value) {
+				t.Fatalf("item %+v: key and timestamp disagree", it)
+			}
+		}
+		return vals
+	}
+	got := since(keys.TimestampPrefix(ts[5].UnixNano()), 100)
+	if len(got) != 6 || got[2] != "v6" || got[5] != "v9" || !strings.HasPrefix(got[0], "v5") || !strings.HasPrefix(got[1], "v5") {
+		t.Fatalf("since v5's timestamp = %v: want both items at it (in key order), then v6 … v9", got)
+	}
+	equal(t, "since an item key, at most 2", since(keys.ItemKey(ts[7].UnixNano(), []byte("v7")), 2), []string{"v7", "v8"})
+	equal(t, "since the oldest, all", len(since("", 100)), 11)
+	// Rows of a deleted feature are left out.
+	if ok, err := h.s.DeleteFeature(h.ctx, f.EntityType, f.Name, f.Version); err != nil || !ok {
+		t.Fatalf("DeleteFeature = %v, %v", ok, err)
+	}
+	g, err := h.s.CreateFeature(h.ctx, *f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = h.list(&g, "u1")
+	h.add(l, item(ts[0].Add(-time.Second), "new"))
+	equal(t, "since, after the feature was created again", since("", 100), []string{"new"})
 }
