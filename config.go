@@ -48,6 +48,7 @@ type config struct {
 	FeatureRefresh      time.Duration
 	Loader              lists.LoaderConfig
 	Limits              graph.Limits
+	Subscriptions       graph.Subscriptions
 	Introspection       bool
 	Playground          bool
 	CORSOrigins         []string
@@ -139,6 +140,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap (e.g. 1GiB; about 3/4 of the memory the process may use; GOMEMLIMIT, when set, wins): the garbage collector works harder as the heap nears it")
 	fs.IntVar(&c.StoreLimits.MaxAddItems, "max-add-items", 1000, "most items in one addListItems")
 	fs.IntVar(&c.StoreLimits.MaxValueBytes, "max-value-bytes", store.DefaultLimits.MaxValueBytes, "largest item value, in bytes (at most 65000: Cassandra cannot index more)")
+	fs.DurationVar(&c.Subscriptions.Poll, "subscription-poll", graph.DefaultSubscriptions.Poll, "how often a watched list is polled for new items (one single-partition query per list)")
+	fs.DurationVar(&c.Subscriptions.Lateness, "subscription-lateness", graph.DefaultSubscriptions.Lateness, "how far behind the newest item sent an item's timestamp may be and still be sent")
+	fs.IntVar(&c.Subscriptions.MaxLists, "max-watched-lists", graph.DefaultSubscriptions.MaxLists, "lists this gateway watches at once for its subscriptions")
+	fs.IntVar(&c.Subscriptions.PerConnection, "max-subscriptions-per-connection", graph.DefaultSubscriptions.PerConnection, "subscriptions open on one WebSocket")
+	fs.IntVar(&c.Subscriptions.PerCaller, "max-subscriptions-per-caller", graph.DefaultSubscriptions.PerCaller, "subscriptions open for one caller (API key name or JWT subject) on this gateway")
+	fs.IntVar(&c.Subscriptions.MaxSockets, "max-websockets", graph.DefaultSubscriptions.MaxSockets, "WebSocket connections open at once")
 	fs.BoolVar(&c.Introspection, "introspection", true, "answer GraphQL introspection queries")
 	fs.BoolVar(&c.Playground, "playground", true, "serve GraphQL Playground (GraphiQL) at /")
 	origins := fs.String("cors-origins", "", "browser origins allowed to call /graphql, comma separated (e.g. https://app.example.com); * allows any")
@@ -216,6 +223,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if err := checkOrigins(c.CORSOrigins, c.CORSCredentials); err != nil {
 		return c, err
 	}
+	c.Subscriptions.Origins = c.CORSOrigins
 	var err error
 	if c.CQLReadConsistency, err = parseConsistency(*readCL); err != nil {
 		return c, fmt.Errorf("--cql-read-consistency: %w", err)
@@ -232,6 +240,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("--max-list-limit %d: must be from 1 to 10000", c.Limits.MaxListLimit)
 	case c.Limits.MaxEntities < 1:
 		return c, fmt.Errorf("--max-entities %d: must be 1 or more", c.Limits.MaxEntities)
+	case c.Subscriptions.Poll < 10*time.Millisecond || c.Subscriptions.Lateness < 0:
+		return c, fmt.Errorf("--subscription-poll must be 10ms or more, --subscription-lateness 0 or more")
+	case c.Subscriptions.MaxLists < 1 || c.Subscriptions.PerConnection < 1 || c.Subscriptions.PerCaller < 1 || c.Subscriptions.MaxSockets < 1:
+		return c, fmt.Errorf("--max-watched-lists, --max-subscriptions-per-connection, --max-subscriptions-per-caller and --max-websockets must be 1 or more")
 	case c.Limits.MaxCount < 1 || c.Limits.MaxScanFactor < 1 || c.Limits.MaxValues < 1 || c.Limits.MaxBatchLists < 1:
 		return c, fmt.Errorf("--max-count, --max-scan-factor, --max-values and --max-batch-lists must be 1 or more")
 	case c.Limits.MaxDepth < 3 || c.Limits.MaxComplexity < 1 || c.Limits.MaxBodyBytes < 1024 || c.Limits.RequestTimeout <= 0:

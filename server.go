@@ -94,7 +94,7 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	go catalog.Run(catalogCtx, cfg.FeatureRefresh)
 
 	gql, err := graph.NewHandler(graph.Config{
-		Store: st, Catalog: catalog, Auth: authn, Loader: cfg.Loader, Limits: cfg.Limits,
+		Store: st, Catalog: catalog, Auth: authn, Loader: cfg.Loader, Limits: cfg.Limits, Subscriptions: cfg.Subscriptions,
 		Introspection: cfg.Introspection, Log: log,
 		TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider,
 	})
@@ -130,9 +130,15 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: finishing in-flight requests", "timeout", cfg.ShutdownTimeout)
+	log.Info("shutting down: ending subscriptions, finishing in-flight requests", "timeout", cfg.ShutdownTimeout)
 	shutdownCtx, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancelShutdown()
+	// Subscriptions end with their complete messages, then their
+	// WebSockets close, while the server stops taking connections and
+	// drains requests over HTTP.
+	wsDone := make(chan struct{})
+	go func() { gql.Shutdown(shutdownCtx); close(wsDone) }()
+	defer func() { <-wsDone }()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		// Requests still running past the timeout are cut off: closing
 		// their connections cancels their contexts. Stopping on time is

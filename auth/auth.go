@@ -40,8 +40,11 @@ var Scopes = []string{ListsRead, ListsWrite, FeaturesAdmin}
 
 // Principal is an authenticated caller.
 type Principal struct {
-	Name   string
-	scopes []string
+	Name string
+	// Expires is when the caller's JWT expires (zero for an API key): a
+	// WebSocket authenticated by it closes then.
+	Expires time.Time
+	scopes  []string
 }
 
 // Has reports whether the caller was granted scope.
@@ -293,5 +296,9 @@ func (a *Authenticator) verifyJWT(token string) (*Principal, error) {
 			known = append(known, s)
 		}
 	}
-	return &Principal{Name: c.Subject, scopes: known}, nil
+	p := &Principal{Name: c.Subject, scopes: known}
+	if c.ExpiresAt != nil {
+		p.Expires = c.ExpiresAt.Time
+	}
+	return p, nil
 }

@@ -106,7 +106,9 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 		lists.SingleRead(ctx)
 	}
 	req := requestFrom(ctx)
-	if req == nil || c.inFlight == nil {
+	if req == nil || c.inFlight == nil || oc.Operation.Operation == ast.Subscription {
+		// A subscription holds no share of the budget for as long as it
+		// lasts: its own bounds are --max-subscriptions-per-*.
 		return nil
 	}
 	cost := int64(max(c.max-w.budget, 1))

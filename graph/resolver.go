@@ -27,6 +27,7 @@ import (
 	"github.com/listgate/listgate/graph/exec"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/watch"
 )
 
 // Limits bound what one request may ask for. Each has a safe default and
@@ -69,6 +70,7 @@ type Config struct {
 	Auth          *auth.Authenticator
 	Loader        lists.LoaderConfig
 	Limits        Limits
+	Subscriptions Subscriptions
 	Introspection bool
 	Log           *slog.Logger
 	// Telemetry; no-op providers when nil.
@@ -80,19 +82,34 @@ type Config struct {
 
 // Resolver is the root resolver.
 type Resolver struct {
+	lists   *lists.Service
+	present graphql.ErrorPresenterFunc
+}
+
+// Handler is the GraphQL endpoint.
+type Handler struct {
+	*endpoint
 	lists *lists.Service
 }
 
-// NewHandler returns the GraphQL endpoint: POST and GET, with a parsed-query
-// cache, automatic persisted queries, per-request loaders (package lists), and a span,
-// metrics and a log line for every request.
-func NewHandler(cfg Config) (http.Handler, error) {
+// Shutdown ends every subscription (each gets its complete message) and
+// closes the WebSockets, waiting for them until ctx ends. Requests over
+// HTTP are the http.Server's to drain.
+func (h *Handler) Shutdown(ctx context.Context) {
+	h.ws.shutdown(ctx, h.lists.Close)
+}
+
+// NewHandler returns the GraphQL endpoint: POST and GET, subscriptions over
+// WebSockets, with a parsed-query cache, automatic persisted queries,
+// per-request loaders (package lists), and a span, metrics and a log line
+// for every request.
+func NewHandler(cfg Config) (*Handler, error) {
 	return newHandler(cfg, post{})
 }
 
 // newHandler is NewHandler with a given POST transport (tests compare ours
 // with gqlgen's).
-func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, error) {
+func newHandler(cfg Config, postTransport graphql.Transport) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -117,6 +134,8 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	svc, err := lists.New(lists.Config{
 		Tracer: loaderTracer,
 		Store:  cfg.Store, Catalog: cfg.Catalog, Loader: cfg.Loader, Now: cfg.Now, Meter: meter, OnPanic: onPanic,
+		Watch: watch.Config{Interval: cfg.Subscriptions.Poll, Lateness: cfg.Subscriptions.Lateness, MaxLists: cfg.Subscriptions.MaxLists,
+			MaxCatchUp: cfg.Limits.MaxCount, Log: cfg.Log},
 		Limits: lists.Limits{
 			MaxListLimit: cfg.Limits.MaxListLimit, MaxEntities: cfg.Limits.MaxEntities, MaxResponseBytes: cfg.Limits.MaxResponseBytes,
 			MaxCount: cfg.Limits.MaxCount, MaxScanFactor: cfg.Limits.MaxScanFactor, MaxValues: cfg.Limits.MaxValues, MaxBatchLists: cfg.Limits.MaxBatchLists,
@@ -125,8 +144,21 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	if err != nil {
 		return nil, err
 	}
-	r := &Resolver{lists: svc}
+	sub := &cfg.Subscriptions
+	for _, f := range []struct{ v, d *int }{{&sub.MaxLists, &DefaultSubscriptions.MaxLists}, {&sub.PerConnection, &DefaultSubscriptions.PerConnection},
+		{&sub.PerCaller, &DefaultSubscriptions.PerCaller}, {&sub.MaxSockets, &DefaultSubscriptions.MaxSockets}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
+	if sub.Poll <= 0 {
+		sub.Poll = DefaultSubscriptions.Poll
+	}
+	present := errorPresenter(cfg.Log)
+	r := &Resolver{lists: svc, present: present}
+	ws := newWebsockets(cfg.Subscriptions, present)
 	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r, Complexity: listComplexity(cfg.Limits.MaxListLimit, cfg.Limits.MaxEntities)}))
+	srv.AddTransport(ws.transport())
 	srv.AddTransport(get{})
 	srv.AddTransport(postTransport)
 	srv.SetValidationRulesFn(validationRules)
@@ -144,21 +176,24 @@ func newHandler(cfg Config, postTransport graphql.Transport) (http.Handler, erro
 	srv.Use(depthLimit{cfg.Limits.MaxDepth})
 	srv.Use(&complexityLimit{max: cfg.Limits.MaxComplexity, inFlight: newCostBudget(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity)))})
 	srv.Use(checkMutationsFirst{})
+	srv.Use(subscriptionLimits{ws})
 	srv.Use(operationTracing{tracer})
 	if !tracingOff {
 		// Every field of every item passes this interceptor; add it only
 		// when spans are recorded.
 		srv.Use(resolverTracing{tracer})
 	}
-	srv.SetErrorPresenter(errorPresenter(cfg.Log))
+	srv.SetErrorPresenter(present)
 	srv.SetRecoverFunc(onPanic)
 	if cfg.Auth == nil {
 		if cfg.Auth, err = auth.New(auth.Config{}); err != nil {
 			return nil, err
 		}
 	}
-	return &endpoint{gql: srv, requests: requests, auth: cfg.Auth, limits: cfg.Limits,
-		inFlight: make(chan struct{}, cfg.Limits.MaxInFlight)}, nil
+	e := &endpoint{gql: srv, requests: requests, auth: cfg.Auth, limits: cfg.Limits, ws: ws,
+		inFlight: make(chan struct{}, cfg.Limits.MaxInFlight)}
+	ws.e = e
+	return &Handler{endpoint: e, lists: svc}, nil
 }
 
 // endpoint authenticates every request and gives it its state and its
@@ -169,6 +204,7 @@ type endpoint struct {
 	auth     *auth.Authenticator
 	limits   Limits
 	inFlight chan struct{} // a slot per request being served
+	ws       *websockets
 }
 
 // request is what one GraphQL request carries in its context: its caller,
@@ -206,6 +242,22 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.info.canceled = errors.Is(r.Context().Err(), context.Canceled)
 		e.requests.done(ctx, &req.info, time.Since(start))
 	}()
+	if isWebSocket(r) {
+		// Authenticated by its connection_init, unless its request carries
+		// a token; served for as long as it stays open.
+		if h := r.Header.Get("Authorization"); h != "" {
+			p, err := e.auth.Authenticate(h)
+			if err != nil {
+				req.info.addCode(CodeUnauthenticated)
+				w.Header().Set("WWW-Authenticate", `Bearer realm="listgate"`)
+				writeRequestError(w, http.StatusUnauthorized, CodeUnauthenticated, err.Error())
+				return
+			}
+			req.principal = p
+		}
+		e.ws.serve(w, r, req, ctx)
+		return
+	}
 	select {
 	case e.inFlight <- struct{}{}:
 		defer func() { <-e.inFlight }()

@@ -169,6 +169,15 @@ func (r *queryResolver) ListCount(ctx context.Context, entityType string, entity
 	return int32(n), err
 }
 
+// ListItemsAdded is the resolver for the listItemsAdded field.
+func (r *subscriptionResolver) ListItemsAdded(ctx context.Context, entityType string, entityID string, feature string, version *string, since *model.Time) (<-chan model.ListItem, error) {
+	w, err := r.lists.Watch(ctx, model.WatchQuery(entityType, entityID, feature, version, since))
+	if err != nil {
+		return nil, err
+	}
+	return r.stream(ctx, w), nil
+}
+
 // Entity returns exec.EntityResolver implementation.
 func (r *Resolver) Entity() exec.EntityResolver { return &entityResolver{r} }
 
@@ -178,8 +187,12 @@ func (r *Resolver) Mutation() exec.MutationResolver { return &mutationResolver{r
 // Query returns exec.QueryResolver implementation.
 func (r *Resolver) Query() exec.QueryResolver { return &queryResolver{r} }
 
+// Subscription returns exec.SubscriptionResolver implementation.
+func (r *Resolver) Subscription() exec.SubscriptionResolver { return &subscriptionResolver{r} }
+
 type (
-	entityResolver   struct{ *Resolver }
-	mutationResolver struct{ *Resolver }
-	queryResolver    struct{ *Resolver }
+	entityResolver       struct{ *Resolver }
+	mutationResolver     struct{ *Resolver }
+	queryResolver        struct{ *Resolver }
+	subscriptionResolver struct{ *Resolver }
 )

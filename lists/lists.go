@@ -11,17 +11,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 	"github.com/listgate/listgate/values"
+	"github.com/listgate/listgate/watch"
 )
 
 // Limits bound what one call may ask for. Each is a flag of the gateway,
@@ -56,6 +59,9 @@ type Config struct {
 	// OnPanic turns a panic in a read, which runs in a goroutine of its
 	// own, into the error of its key.
 	OnPanic func(ctx context.Context, p any) error
+	// Watch configures the watching of lists for subscriptions; its
+	// Store, Tracer and Meter are the service's.
+	Watch watch.Config
 }
 
 // Service is the lists service.
@@ -65,6 +71,7 @@ type Service struct {
 	limits  Limits
 	now     func() time.Time
 	loader  *loader
+	hub     *watch.Hub
 }
 
 // New returns the service.
@@ -78,7 +85,48 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.loader = l
+	w := cfg.Watch
+	w.Store, w.Meter, w.Now = cfg.Store, cfg.Meter, cfg.Now
+	if w.Tracer = cfg.Tracer; w.Tracer == nil {
+		w.Tracer = tracenoop.NewTracerProvider().Tracer("")
+	}
+	if w.Log == nil {
+		w.Log = slog.New(slog.DiscardHandler)
+	}
+	if s.hub, err = watch.New(w); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// Close ends every subscription's watch.
+func (s *Service) Close() { s.hub.Close() }
+
+// WatchQuery asks for the items added to a list, from now on or since a
+// time (ns).
+type WatchQuery struct {
+	Ref
+	Since *int64
+}
+
+// Watch is a watch of a list: its items as they are added, of the feature
+// they belong to.
+type Watch struct {
+	Feature *store.Feature
+	*watch.Subscription
+}
+
+// Watch watches a list until ctx ends (see package watch).
+func (s *Service) Watch(ctx context.Context, q WatchQuery) (*Watch, error) {
+	f, err := s.catalog.Feature(ctx, q.EntityType, q.Feature, q.Version)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := s.hub.Subscribe(ctx, store.List{Feature: f, EntityID: q.EntityID}, q.Since)
+	if err != nil {
+		return nil, err
+	}
+	return &Watch{Feature: f, Subscription: sub}, nil
 }
 
 // Ref names one entity's list of a feature version.

@@ -60,6 +60,9 @@ type Config struct {
 	Log    *slog.Logger
 }
 
+// Defaults are the settings a zero field of Config takes.
+var Defaults = Config{Interval: time.Second, Lateness: 5 * time.Second, MaxLists: 10_000, MaxCatchUp: 100_000, Buffer: 1000, Batch: 1000}
+
 // ErrTooSlow ends a subscription whose client does not read its items as
 // fast as they come.
 var ErrTooSlow = errors.New("the client reads the items more slowly than they are added; subscribe again with since: the timestamp of the last item received")
@@ -84,6 +87,17 @@ type Hub struct {
 func New(cfg Config) (*Hub, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	for _, f := range []struct{ v, d *int }{{&cfg.MaxLists, &Defaults.MaxLists}, {&cfg.MaxCatchUp, &Defaults.MaxCatchUp}, {&cfg.Buffer, &Defaults.Buffer}, {&cfg.Batch, &Defaults.Batch}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = Defaults.Interval
+	}
+	if cfg.Lateness < 0 {
+		cfg.Lateness = 0
 	}
 	h := &Hub{cfg: cfg, pollers: map[string]*poller{}}
 	var err error

@@ -33,6 +33,7 @@ type ResolverRoot interface {
 	Entity() EntityResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
+	Subscription() SubscriptionResolver
 }
 
 type DirectiveRoot struct {
@@ -102,6 +103,10 @@ type ComplexityRoot struct {
 	RemoveListItemsPayload struct {
 		Removed func(childComplexity int) int
 	}
+
+	Subscription struct {
+		ListItemsAdded func(childComplexity int, entityType string, entityID string, feature string, version *string, since *model.Time) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -131,6 +136,9 @@ type QueryResolver interface {
 	Entities(ctx context.Context, typeArg string, entityIds []string) ([]model.Entity, error)
 	ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time, limit *int32, after *string, distinct *bool) (model.ListPage, error)
 	ListCount(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time) (int32, error)
+}
+type SubscriptionResolver interface {
+	ListItemsAdded(ctx context.Context, entityType string, entityID string, feature string, version *string, since *model.Time) (<-chan model.ListItem, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -490,6 +498,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RemoveListItemsPayload.Removed(childComplexity), true
 
+	case "Subscription.listItemsAdded":
+		if e.ComplexityRoot.Subscription.ListItemsAdded == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_listItemsAdded_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.ListItemsAdded(childComplexity, args["entityType"].(string), args["entityId"].(string), args["feature"].(string), args["version"].(*string), args["since"].(*model.Time)), true
+
 	}
 	return 0, false
 }
@@ -545,6 +565,23 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			ctx = graphql.WithUnmarshalerMap(ctx, inputUnmarshalMap)
 			data := ec._Mutation(ctx, opCtx.Operation.SelectionSet)
 			var buf bytes.Buffer
+			data.MarshalGQL(&buf)
+
+			return &graphql.Response{
+				Data: buf.Bytes(),
+			}
+		}
+	case ast.Subscription:
+		next := ec._Subscription(ctx, opCtx.Operation.SelectionSet)
+
+		var buf bytes.Buffer
+		return func(ctx context.Context) *graphql.Response {
+			buf.Reset()
+			data := next(ctx)
+
+			if data == nil {
+				return nil
+			}
 			data.MarshalGQL(&buf)
 
 			return &graphql.Response{
@@ -813,6 +850,24 @@ type Mutation {
   removeListItemsWithValues(list: ListRefInput!, values: [ListValue!]!): RemoveListItemsPayload @scope(requires: "lists:write")
   "Removes every item of a list."
   removeAllListItems(list: ListRefInput!): Boolean @scope(requires: "lists:write")
+}
+
+"""
+Live lists, over a WebSocket on /graphql (the graphql-transport-ws protocol of
+the graphql-ws library; authenticate in connection_init's payload with
+{"Authorization": "Bearer …"}).
+"""
+type Subscription {
+  """
+  Items added to one list from now on (or since ` + "`" + `since` + "`" + `, inclusive), oldest
+  first, as they become visible: each item once, whichever gateway or client
+  added it. The gateway polls the list every --subscription-poll. An item
+  stamped more than --subscription-lateness before the newest one already
+  sent is not sent. With since, the items from since on already in the list
+  come first; subscribing again with the timestamp of the last item received
+  misses nothing (items at that timestamp come again).
+  """
+  listItemsAdded(entityType: String!, entityId: ID!, feature: String!, version: String = "", since: Time): ListItem! @scope(requires: "lists:read")
 }
 `, BuiltIn: false},
 }
@@ -1607,6 +1662,52 @@ func (ec *executionContext) field_Query_listItems_args(ctx context.Context, rawA
 		return nil, err
 	}
 	args["distinct"] = arg8
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_listItemsAdded_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "entityType",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["entityType"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "entityId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["entityId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "feature",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["feature"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "version",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["version"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "since",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["since"] = arg4
 	return args, nil
 }
 
@@ -3051,6 +3152,50 @@ func (ec *executionContext) _RemoveListItemsPayload_removed(ctx context.Context,
 }
 func (ec *executionContext) fieldContext_RemoveListItemsPayload_removed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RemoveListItemsPayload", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Subscription_listItemsAdded(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_listItemsAdded(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().ListItemsAdded(ctx, fc.Args["entityType"].(string), fc.Args["entityId"].(string), fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["since"].(*model.Time))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ListItem) graphql.Marshaler {
+			return ec.marshalNListItem2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListItem(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_listItemsAdded(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ListItem(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_listItemsAdded_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -5048,6 +5193,26 @@ func (ec *executionContext) _RemoveListItemsPayload(ctx context.Context, sel ast
 	})
 
 	return out
+}
+
+var subscriptionImplementors = []string{"Subscription"}
+
+func (ec *executionContext) _Subscription(ctx context.Context, sel ast.SelectionSet) func(ctx context.Context) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, subscriptionImplementors)
+	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{
+		Object: "Subscription",
+	})
+	if len(fields) != 1 {
+		graphql.AddErrorf(ctx, "must subscribe to exactly one stream")
+		return nil
+	}
+
+	switch fields[0].Name {
+	case "listItemsAdded":
+		return ec._Subscription_listItemsAdded(ctx, fields[0])
+	default:
+		panic("unknown field " + strconv.Quote(fields[0].Name))
+	}
 }
 
 var __DirectiveImplementors = []string{"__Directive"}

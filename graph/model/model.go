@@ -154,6 +154,14 @@ func ContainsQuery(entityType, entityID, feature string, version *string, vs []v
 	}
 }
 
+// WatchQuery asks for the items added to an entity's list.
+func WatchQuery(entityType, entityID, feature string, version *string, since *Time) lists.WatchQuery {
+	return lists.WatchQuery{
+		Ref:   lists.Ref{EntityType: entityType, EntityID: entityID, Feature: feature, Version: deref(version)},
+		Since: (*int64)(since),
+	}
+}
+
 // ListAdds are the adds of a batch.
 func ListAdds(in []ListAddInput) []lists.ListAdd {
 	out := make([]lists.ListAdd, len(in))
@@ -219,7 +227,7 @@ func ListFeaturesOf(fs []*store.Feature) []ListFeature {
 func ListPageOf(p *lists.Page) *ListPage {
 	out := &ListPage{Items: make([]ListItem, len(p.Items)), HasMore: p.HasMore}
 	for i := range p.Items {
-		out.Items[i] = itemOf(p.Feature, &p.Items[i])
+		out.Items[i] = ItemOf(p.Feature, &p.Items[i])
 	}
 	if p.End != "" {
 		out.EndCursor = &p.End
@@ -227,7 +235,8 @@ func ListPageOf(p *lists.Page) *ListPage {
 	return out
 }
 
-func itemOf(f *store.Feature, it *store.Item) ListItem {
+// ItemOf shows an item of a feature.
+func ItemOf(f *store.Feature, it *store.Item) ListItem {
 	return ListItem{
 		Value:     values.Value{Type: f.ValueType, Bytes: it.Value},
 		Timestamp: Time(it.Timestamp),
@@ -241,7 +250,7 @@ func FoundItems(found *lists.Found) []*ListItem {
 	out := make([]*ListItem, len(found.Items))
 	for i, it := range found.Items {
 		if it != nil {
-			item := itemOf(found.Feature, it)
+			item := ItemOf(found.Feature, it)
 			out[i] = &item
 		}
 	}

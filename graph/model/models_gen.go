@@ -83,3 +83,9 @@ type Query struct {
 type RemoveListItemsPayload struct {
 	Removed int32 `json:"removed"`
 }
+
+// Live lists, over a WebSocket on /graphql (the graphql-transport-ws protocol of
+// the graphql-ws library; authenticate in connection_init's payload with
+// {"Authorization": "Bearer …"}).
+type Subscription struct {
+}

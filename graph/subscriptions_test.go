@@ -1,0 +1,285 @@
+package graph_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/listgate/listgate/auth"
+	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/store"
+)
+
+// wsClient speaks graphql-transport-ws, as the graphql-ws library does.
+type wsClient struct {
+	t    *testing.T
+	conn *websocket.Conn
+	ctx  context.Context
+}
+
+type wsMessage struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// dial opens a WebSocket to the gateway, from origin (none when "").
+func dial(t *testing.T, base, origin string) (*wsClient, *http.Response, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	h := http.Header{}
+	if origin != "" {
+		h.Set("Origin", origin)
+	}
+	conn, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/graphql",
+		&websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: h})
+	if err != nil {
+		return nil, resp, err
+	}
+	t.Cleanup(func() { conn.CloseNow() })
+	return &wsClient{t: t, conn: conn, ctx: ctx}, resp, nil
+}
+
+func (c *wsClient) send(m wsMessage) {
+	c.t.Helper()
+	b, _ := json.Marshal(m)
+	if err := c.conn.Write(c.ctx, websocket.MessageText, b); err != nil {
+		c.t.Fatalf("writing %s: %v", b, err)
+	}
+}
+
+// next reads the next message that is not a ping (answered) or pong.
+func (c *wsClient) next() (wsMessage, error) {
+	for {
+		_, b, err := c.conn.Read(c.ctx)
+		if err != nil {
+			return wsMessage{}, err
+		}
+		var m wsMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			c.t.Fatalf("message %s: %v", b, err)
+		}
+		switch m.Type {
+		case "ping":
+			c.send(wsMessage{Type: "pong"})
+		case "pong":
+		default:
+			return m, nil
+		}
+	}
+}
+
+func (c *wsClient) init(token string) (wsMessage, error) {
+	c.t.Helper()
+	payload := "{}"
+	if token != "" {
+		payload = fmt.Sprintf(`{"Authorization": "Bearer %s"}`, token)
+	}
+	c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(payload)})
+	return c.next()
+}
+
+func (c *wsClient) subscribe(id, query string) {
+	c.t.Helper()
+	b, _ := json.Marshal(map[string]any{"query": query})
+	c.send(wsMessage{ID: id, Type: "subscribe", Payload: b})
+}
+
+// item reads the next item of subscription id.
+func (c *wsClient) item() (id, value, timestamp string) {
+	c.t.Helper()
+	m, err := c.next()
+	if err != nil {
+		c.t.Fatalf("reading: %v", err)
+	}
+	var p struct {
+		Data struct {
+			ListItemsAdded struct {
+				Value     any
+				Timestamp string
+			}
+		}
+	}
+	if m.Type != "next" || json.Unmarshal(m.Payload, &p) != nil {
+		c.t.Fatalf("want an item, got %s %s", m.Type, m.Payload)
+	}
+	return m.ID, fmt.Sprint(p.Data.ListItemsAdded.Value), p.Data.ListItemsAdded.Timestamp
+}
+
+// failure reads how subscription id failed: an error message, or a next
+// with errors (then its complete); "" when it did not fail.
+func (c *wsClient) failure(id string) string {
+	c.t.Helper()
+	m, err := c.next()
+	if err != nil {
+		c.t.Fatalf("reading: %v", err)
+	}
+	if m.ID != id {
+		c.t.Fatalf("a message of %s, want one of %s: %+v", m.ID, id, m)
+	}
+	switch {
+	case m.Type == "error":
+		return string(m.Payload)
+	case m.Type == "next" && strings.Contains(string(m.Payload), `"errors"`):
+		if done, err := c.next(); err != nil || done.Type != "complete" || done.ID != id {
+			c.t.Fatalf("after the errors of %s: %+v %v", id, done, err)
+		}
+		return string(m.Payload)
+	}
+	return ""
+}
+
+func subscriptionGateway(t *testing.T, s store.Store, cfgs ...func(*graph.Config)) (*gateway, *httptest.Server) {
+	t.Helper()
+	var handler *graph.Handler
+	g := newGateway(t, s, append([]func(*graph.Config){func(c *graph.Config) {
+		c.Subscriptions = graph.DefaultSubscriptions
+		c.Subscriptions.Poll = 20 * time.Millisecond
+		c.Subscriptions.Lateness = time.Second
+	}}, cfgs...)...)
+	handler = g.h.(*graph.Handler)
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return g, srv
+}
+
+// Items added through the API reach a subscription over a WebSocket,
+// oldest first, each once.
+func TestSubscriptionDeliversItems(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s store.Store) {
+		g, srv := subscriptionGateway(t, s)
+		g.createFeature("history", "STRING", 3600)
+		c, _, err := dial(t, srv.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := c.init(""); err != nil || m.Type != "connection_ack" {
+			t.Fatalf("init: %+v %v", m, err)
+		}
+		c.subscribe("1", fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u1", feature: "history") { value timestamp } }`, g.entityType))
+		time.Sleep(100 * time.Millisecond) // subscribed
+		now := time.Now()
+		g.add("u1", "history", item{"b", ts(now.Add(time.Millisecond))}, item{"a", ts(now)})
+		g.add("u1", "history", item{"c", ts(now.Add(2 * time.Millisecond))})
+		for _, want := range []string{"a", "b", "c"} {
+			if id, v, _ := c.item(); id != "1" || v != want {
+				t.Fatalf("got item %s of %s, want %s", v, id, want)
+			}
+		}
+		// The client ends it; the server says so.
+		c.send(wsMessage{ID: "1", Type: "complete"})
+		if m, err := c.next(); err != nil || m.Type != "complete" || m.ID != "1" {
+			t.Fatalf("after the client's complete: %+v %v", m, err)
+		}
+		g.add("u1", "history", item{"d", ""})
+		c.subscribe("2", fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u1", feature: "history", since: %q) { value } }`, g.entityType, ts(now.Add(2*time.Millisecond))))
+		for _, want := range []string{"c", "d"} {
+			if id, v, _ := c.item(); id != "2" || v != want {
+				t.Fatalf("after since: got %s of %s, want %s", v, id, want)
+			}
+		}
+	})
+}
+
+// A connection is authenticated by connection_init, as HTTP requests are
+// by their header; a subscription needs lists:read; a WebSocket from an
+// origin that is neither the gateway's nor listed is refused at the
+// upgrade; subscriptions over HTTP are refused; the bounds hold.
+func TestSubscriptionAuthOriginAndBounds(t *testing.T) {
+	authn, err := auth.New(auth.Config{APIKeys: []string{keyLine("reader", "r", "lists:read"), keyLine("writer", "w", "lists:write"), keyLine("admin", "a", "features:admin")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, srv := subscriptionGateway(t, embeddedStore(t), func(c *graph.Config) {
+		c.Auth = authn
+		c.Subscriptions.Origins = []string{"https://app.example.com"}
+		c.Subscriptions.PerConnection = 2
+	})
+	subscribeTo := func(feature string) string {
+		return fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u1", feature: %q) { value } }`, g.entityType, feature)
+	}
+
+	c, _, err := dial(t, srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.init(""); websocket.CloseStatus(err) != 4403 {
+		t.Fatalf("a connection without a token: %+v, %v; want a close with 4403", m, err)
+	}
+
+	c, _, _ = dial(t, srv.URL, "")
+	if m, _ := c.init("w"); m.Type != "connection_ack" {
+		t.Fatalf("init with the writer's key: %+v", m)
+	}
+	c.subscribe("1", subscribeTo("f"))
+	if f := c.failure("1"); !strings.Contains(f, "FORBIDDEN") {
+		t.Fatalf("a subscription without lists:read: %s", f)
+	}
+
+	for _, origin := range []string{"https://evil.example.net", "http://app.example.com", "null"} {
+		if _, resp, err := dial(t, srv.URL, origin); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("origin %s: %v %v", origin, resp, err)
+		}
+	}
+	c, _, err = dial(t, srv.URL, "https://app.example.com")
+	if err != nil {
+		t.Fatalf("a listed origin: %v", err)
+	}
+	if m, _ := c.init("r"); m.Type != "connection_ack" {
+		t.Fatalf("init from a listed origin: %+v", m)
+	}
+	c.subscribe("1", subscribeTo("absent"))
+	if f := c.failure("1"); !strings.Contains(f, "NOT_FOUND") {
+		t.Fatalf("a subscription to an unknown feature: %s", f)
+	}
+
+	g.token = "a"
+	g.createFeature("f", "STRING", 3600)
+	g.token = "r"
+	c.subscribe("2", subscribeTo("f"))
+	c.subscribe("3", subscribeTo("f"))
+	time.Sleep(100 * time.Millisecond) // both running
+	c.subscribe("4", subscribeTo("f"))
+	if f := c.failure("4"); !strings.Contains(f, "--max-subscriptions-per-connection") || !strings.Contains(f, "BAD_USER_INPUT") {
+		t.Fatalf("a third subscription on a connection allowing 2: %s", f)
+	}
+
+	// Over HTTP a subscription is refused, saying where to send it.
+	_, errs := g.do(subscribeTo("f"), nil)
+	if len(errs) != 1 || !strings.Contains(errs[0].Message, "WebSockets") {
+		t.Fatalf("a subscription over HTTP: %+v", errs)
+	}
+}
+
+// On shutdown every subscription gets its complete message, then its
+// WebSocket closes normally.
+func TestSubscriptionsEndOnShutdown(t *testing.T) {
+	g, srv := subscriptionGateway(t, embeddedStore(t))
+	g.createFeature("f", "STRING", 3600)
+	c, _, err := dial(t, srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.init("")
+	c.subscribe("1", fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u1", feature: "f") { value } }`, g.entityType))
+	time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { g.h.(*graph.Handler).Shutdown(ctx); close(done) }()
+	if m, err := c.next(); err != nil || m.Type != "complete" || m.ID != "1" {
+		t.Fatalf("at shutdown: %+v %v; want complete of 1", m, err)
+	}
+	if _, err := c.next(); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+		t.Fatalf("then %v; want a normal close", err)
+	}
+	<-done
+}
