@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
+
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/internal/gatewaytest"
 	"github.com/listgate/listgate/telemetry"
@@ -179,10 +182,15 @@ func TestReadmeWalkthrough(t *testing.T) {
 	}
 	base := start(t, "--data-dir", t.TempDir())
 	var endCursor string
+	var subscription *websocket.Conn // a subscription block's, waiting for the next block's item
 	for i, b := range blocks {
 		query := b[1]
 		if m := regexp.MustCompile(`after: "([^"]+)"`).FindStringSubmatch(query); m != nil && m[1] != endCursor {
 			t.Fatalf("block %d pastes cursor %s; the page before returned %s", i+1, m[1], endCursor)
+		}
+		if strings.HasPrefix(query, "subscription") {
+			subscription = subscribe(t, base, query)
+			continue
 		}
 		_, out := gatewaytest.Post(t, base, "", query)
 		if out["errors"] != nil || out["data"] == nil {
@@ -191,7 +199,42 @@ func TestReadmeWalkthrough(t *testing.T) {
 		if m := regexp.MustCompile(`endCursor:(\S+?)[\] ]`).FindStringSubmatch(fmt.Sprint(out["data"])); m != nil {
 			endCursor = m[1]
 		}
+		if subscription != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			var m struct{ Type, Payload json.RawMessage }
+			err := wsjson.Read(ctx, subscription, &m)
+			cancel()
+			if err != nil || string(m.Type) != `"next"` || !strings.Contains(string(m.Payload), `"listItemsAdded"`) {
+				t.Fatalf("after block %d the subscription before it got %s %s, %v", i+1, m.Type, m.Payload, err)
+			}
+			subscription.CloseNow()
+			subscription = nil
+		}
 	}
+}
+
+// subscribe starts a subscription over a WebSocket, as graphql-ws does.
+func subscribe(t *testing.T, base, query string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	var ack struct{ Type string }
+	if err := wsjson.Write(ctx, c, map[string]any{"type": "connection_init"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wsjson.Read(ctx, c, &ack); err != nil || ack.Type != "connection_ack" {
+		t.Fatalf("connection_init: %+v %v", ack, err)
+	}
+	if err := wsjson.Write(ctx, c, map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": query}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the subscription's poller is reading the list
+	return c
 }
 
 // Production mode refuses to start without authentication, and shows no
