@@ -72,6 +72,8 @@ func newGateway(t *testing.T, s store.Store, cfgs ...func(*graph.Config)) *gatew
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its subscriptions' pollers stop before the store closes.
+	t.Cleanup(func() { h.Shutdown(context.Background()) })
 	return &gateway{t: t, h: h, entityType: fmt.Sprintf("e%d_%d", time.Now().UnixNano()%1e9, typeSeq.Add(1))}
 }
 

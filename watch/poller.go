@@ -54,7 +54,11 @@ func (h *Hub) startPoller(ctx context.Context, key string, l store.List) (*polle
 		}
 	}
 	h.watched.Add(ctx, 1)
-	go p.run()
+	h.running.Add(1)
+	go func() {
+		defer h.running.Done()
+		p.run()
+	}()
 	return p, nil
 }
 

@@ -78,6 +78,7 @@ type Hub struct {
 	mu      sync.Mutex
 	pollers map[string]*poller // by list
 	closed  bool
+	running sync.WaitGroup // the pollers' goroutines
 
 	polls, delivered metric.Int64Counter
 	active, watched  metric.Int64UpDownCounter
@@ -246,8 +247,10 @@ func (h *Hub) leave(p *poller, sub *subscriber) {
 	}
 }
 
-// Close ends every subscription (their Items close) and stops the pollers.
+// Close ends every subscription (their Items close) and stops the
+// pollers, waiting for a poll under way: the store may be closed after.
 func (h *Hub) Close() {
+	defer h.running.Wait()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
