@@ -101,6 +101,9 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	if err != nil {
 		return err
 	}
+	// Whatever ends serve, the subscriptions' pollers stop before the
+	// store closes.
+	defer gql.Shutdown(context.WithoutCancel(ctx))
 	srv := &http.Server{
 		Handler: newServer(cfg, gql, st, tel),
 		// A client that sends or reads slowly cannot hold a connection
