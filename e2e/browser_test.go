@@ -1,18 +1,25 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
@@ -53,11 +60,29 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
-// pageLog records every request the page makes and every error it logs.
+// pageLog records every request the page makes, every WebSocket it opens
+// with the messages it sends there, and every error it logs.
 type pageLog struct {
 	mu       sync.Mutex
 	requests []*network.Request
+	sockets  []*socketLog
 	errors   []string
+}
+
+// socketLog is one WebSocket the page opened.
+type socketLog struct {
+	id   network.RequestID
+	url  string
+	sent []string // text messages, in order
+}
+
+func (l *pageLog) socket(id network.RequestID) *socketLog {
+	for _, s := range l.sockets {
+		if s.id == id {
+			return s
+		}
+	}
+	return nil
 }
 
 func watch(ctx context.Context) *pageLog {
@@ -68,6 +93,14 @@ func watch(ctx context.Context) *pageLog {
 		switch ev := ev.(type) {
 		case *network.EventRequestWillBeSent:
 			l.requests = append(l.requests, ev.Request)
+		case *network.EventWebSocketCreated:
+			l.sockets = append(l.sockets, &socketLog{id: ev.RequestID, url: ev.URL})
+		case *network.EventWebSocketFrameSent:
+			if s := l.socket(ev.RequestID); s != nil && ev.Response.Opcode == 1 {
+				s.sent = append(s.sent, ev.Response.PayloadData)
+			}
+		case *network.EventWebSocketFrameError:
+			l.errors = append(l.errors, "WebSocket: "+ev.ErrorMessage)
 		case *network.EventResponseReceived:
 			if ev.Response.Status >= 400 {
 				l.errors = append(l.errors, fmt.Sprintf("HTTP %d from %s", ev.Response.Status, ev.Response.URL))
@@ -173,6 +206,223 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	}
 	t.Logf("playground loaded, ran a query and showed the docs in %v (%d requests, all to %s); screenshot: %s",
 		time.Since(began).Round(time.Millisecond), len(log.requests), base, path)
+}
+
+// The playground runs a subscription typed into its editor over a
+// WebSocket to its own origin, authenticated by the header editor's
+// Authorization in connection_init, and shows an item another client adds.
+// After the headers change, the next subscription connects with the new
+// ones: a refused token shows as the gateway's 4403 close.
+func TestPlaygroundSubscriptionInBrowser(t *testing.T) {
+	began := time.Now()
+	ctx := browser(t)
+	const key = "playground-subscription-key"
+	sum := sha256.Sum256([]byte(key))
+	base := startGateway(t,
+		"LISTGATE_API_KEYS=playground "+hex.EncodeToString(sum[:])+" lists:read,lists:write,features:admin",
+		"LISTGATE_SUBSCRIPTION_POLL=100ms",
+	).base
+	postAs(t, base, key, `mutation { createListFeature(input: {entityType: "user", name: "reading_history", valueType: STRING, ttlSeconds: 2592000}) { key } }`)
+
+	log := watch(ctx)
+	run := func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		if err := chromedp.Run(ctx, actions...); err != nil {
+			log.mu.Lock()
+			defer log.mu.Unlock()
+			t.Fatalf("%s: %v (page errors: %q)", what, err, log.errors)
+		}
+	}
+	// paste replaces the text of the CodeMirror editor sel as a paste does:
+	// through the editor's input, without the keystrokes that would open
+	// completions and close brackets.
+	paste := func(sel, text string) chromedp.Action {
+		return chromedp.Tasks{
+			chromedp.Click(sel, chromedp.ByQuery),
+			chromedp.KeyEvent("a", chromedp.KeyModifiers(input.ModifierCtrl)),
+			chromedp.ActionFunc(func(ctx context.Context) error { return input.InsertText(text).Do(ctx) }),
+		}
+	}
+	const (
+		queryEditor  = `.graphiql-query-editor .CodeMirror`
+		headerEditor = `.graphiql-editor-tool .graphiql-editor:not(.hidden) .CodeMirror`
+		execute      = `.graphiql-execute-button`
+		stop         = `.graphiql-execute-button[aria-label^="Stop"]`
+		pane         = `.result-window`
+	)
+	paneShows := func(text string) chromedp.Action {
+		return chromedp.Poll(fmt.Sprintf(`(document.querySelector(%q) || {}).innerText.includes(%q)`, pane, text), nil,
+			chromedp.WithPollingTimeout(30*time.Second))
+	}
+	subscription := strings.Join([]string{
+		`subscription StoriesRead {`,
+		`  listItemsAdded(entityType: "user", entityId: "u1",`,
+		`                 feature: "reading_history") {`,
+		`    value`,
+		`    timestamp`,
+		`    expiresAt`,
+		`  }`,
+		`}`,
+	}, "\n")
+
+	// A user who typed the token under Headers before: GraphiQL keeps it in
+	// local storage, and needs it to load the schema.
+	run("loading the playground",
+		network.Enable(),
+		cdplog.Enable(),
+		runtime.Enable(),
+		chromedp.Navigate(base+"/playground/favicon.svg"),
+		chromedp.Evaluate(`localStorage.setItem('graphiql:headers', '{"Authorization": "Bearer `+key+`"}')`, nil),
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(execute, chromedp.ByQuery),
+	)
+	// In a new tab (+), as the example runs its mutations: GraphiQL starts
+	// a tab with empty headers, so the token is typed again.
+	run("starting the subscription in a new tab",
+		chromedp.Click(`button[aria-label="Add tab"]`, chromedp.ByQuery),
+		chromedp.Click(`button[data-name="headers"]`, chromedp.ByQuery),
+		paste(headerEditor, `{"Authorization": "Bearer `+key+`"}`),
+		paste(queryEditor, subscription),
+		// GraphiQL learns the operation's name a moment after an edit.
+		chromedp.Poll(`document.querySelector('.graphiql-tab[aria-selected="true"]').innerText.trim() === 'StoriesRead'`, nil,
+			chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Click(execute, chromedp.ByQuery),
+		chromedp.WaitVisible(stop, chromedp.ByQuery))
+	waitForSubscriptions(t, base, 1)
+	postAs(t, base, key, `mutation { addListItems(list: {entityType: "user", entityId: "u1", feature: "reading_history"},
+		items: [{value: "story-from-another-client"}]) { added } }`)
+	var result string
+	var shot []byte
+	run("waiting for the item in the response pane",
+		paneShows("story-from-another-client"),
+		chromedp.Text(pane, &result, chromedp.ByQuery),
+		chromedp.FullScreenshot(&shot, 100), // 100: PNG
+	)
+	path := artifact(t, "playground-subscription.png", shot)
+	if !strings.Contains(result, `"listItemsAdded"`) || !strings.Contains(result, `"value": "story-from-another-client"`) {
+		t.Fatalf("response pane:\n%s", result)
+	}
+
+	// Stop, change the token under Headers, and run again: the new
+	// connection carries the new token, which the gateway refuses.
+	run("running again with other headers",
+		chromedp.Click(stop, chromedp.ByQuery),
+		chromedp.WaitNotPresent(stop, chromedp.ByQuery),
+		paste(headerEditor, `{"Authorization": "Bearer not-a-key"}`),
+		chromedp.Click(execute, chromedp.ByQuery),
+		paneShows("4403"),
+		chromedp.Text(pane, &result, chromedp.ByQuery),
+	)
+	if !strings.Contains(result, "refused the Authorization under Headers (WebSocket closed: 4403") {
+		t.Errorf("response pane after the token changed:\n%s", result)
+	}
+
+	log.mu.Lock()
+	errs, requests := slices.Clone(log.errors), slices.Clone(log.requests)
+	var sockets []socketLog
+	for _, s := range log.sockets {
+		sockets = append(sockets, socketLog{url: s.url, sent: slices.Clone(s.sent)})
+	}
+	log.mu.Unlock()
+
+	// The page's policy governs its WebSockets, so the ones above passed
+	// it: the same gateway under another name is another origin, refused.
+	other := "ws://localhost:" + base[strings.LastIndex(base, ":")+1:] + "/graphql"
+	var refused string
+	run("opening a WebSocket to another origin", chromedp.Evaluate(fmt.Sprintf(`new Promise(done => {
+		document.addEventListener('securitypolicyviolation', e => done(e.violatedDirective + ' ' + e.blockedURI));
+		new WebSocket(%q).onopen = () => done('open');
+	})`, other), &refused, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if refused != "connect-src "+other {
+		t.Errorf("a WebSocket to %s from the playground: %s, not refused by its Content-Security-Policy", other, refused)
+	}
+
+	if len(errs) > 0 {
+		t.Fatalf("the page logged errors (a blocked asset or a Content-Security-Policy violation?): %q", errs)
+	}
+	for _, r := range requests {
+		if !strings.HasPrefix(r.URL, base+"/") && !strings.HasPrefix(r.URL, "data:") {
+			t.Errorf("the page requested %s, outside %s", r.URL, base)
+		}
+	}
+	socketURL := "ws" + strings.TrimPrefix(base, "http") + "/graphql"
+	var inits []string
+	for _, s := range sockets {
+		if s.url != socketURL {
+			t.Errorf("the page opened a WebSocket to %s, not %s", s.url, socketURL)
+		}
+		if len(s.sent) == 0 {
+			t.Errorf("the page sent nothing on its WebSocket to %s", s.url)
+			continue
+		}
+		var init struct {
+			Type    string            `json:"type"`
+			Payload map[string]string `json:"payload"`
+		}
+		if err := json.Unmarshal([]byte(s.sent[0]), &init); err != nil || init.Type != "connection_init" {
+			t.Errorf("the first message on a WebSocket is %s, not connection_init", s.sent[0])
+		}
+		inits = append(inits, init.Payload["Authorization"])
+	}
+	if want := []string{"Bearer " + key, "Bearer not-a-key"}; !slices.Equal(inits, want) {
+		t.Errorf("the WebSockets' connection_init carried Authorization %q, want %q, one connection each", inits, want)
+	}
+	t.Logf("the playground showed an item added by another client over a WebSocket, then connected with the changed headers, in %v (%d requests and %d WebSockets, all to %s); screenshot: %s",
+		time.Since(began).Round(time.Millisecond), len(requests), len(sockets), base, path)
+}
+
+// postAs POSTs a GraphQL request with a bearer token, and fails the test
+// unless it answers data without errors.
+func postAs(t *testing.T, base, token, query string) {
+	t.Helper()
+	body, err := json.Marshal(map[string]string{"query": query})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, base+"/graphql", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.HasPrefix(b, []byte(`{"data":{`)) || bytes.Contains(b, []byte(`"errors"`)) {
+		t.Fatalf("POST %s: %d %s", query, resp.StatusCode, b)
+	}
+}
+
+// waitForSubscriptions waits until the gateway holds n subscriptions
+// (listgate_subscriptions_active): an item added before a subscription
+// starts watching its list is not new to it.
+func waitForSubscriptions(t *testing.T, base string, n int) {
+	t.Helper()
+	want := fmt.Sprintf("listgate_subscriptions_active %d", n)
+	var metrics []byte
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(metrics)) {
+			if strings.TrimSpace(line) == want {
+				return
+			}
+		}
+	}
+	t.Fatalf("the gateway did not hold %d subscriptions within 30 s; its metrics:\n%s", n, metrics)
 }
 
 // A page on another origin may call /graphql only when that origin is

@@ -1,5 +1,8 @@
 // GraphiQL on this server's /graphql, opening on an example. Headers typed in
 // the Headers editor (an Authorization bearer token, say) go with every request.
+// Queries and mutations are POSTed; subscriptions run over a WebSocket to the
+// same /graphql (graphql-transport-ws, through graphql-ws's client), whose
+// connection_init carries the Authorization.
 (function () {
   var example = [
     '# listgate: reads user u1\'s reading history, newest first.',
@@ -33,7 +36,98 @@
   var variables = localStorage.getItem('graphiql:variables') === null
     ? JSON.stringify({ type: 'user', id: 'u1', feature: 'reading_history' }, null, 2)
     : undefined;
-  var fetcher = GraphiQL.createFetcher({ url: new URL('/graphql', window.location.href).href });
+  var endpoint = new URL('/graphql', window.location.href);
+  var http = GraphiQL.createFetcher({ url: endpoint.href });
+  var socketURL = new URL(endpoint.href);
+  socketURL.protocol = endpoint.protocol === 'https:' ? 'wss:' : 'ws:';
+
+  // The gateway authenticates a WebSocket once, by its connection_init, so
+  // a subscription run after the Authorization changed needs a connection
+  // of its own: one client per Authorization, the latest kept. A client is
+  // lazy: it opens its socket for its first subscription and closes it
+  // after its last, so one left behind holds nothing once its
+  // subscriptions end.
+  var socket = { client: null, authorization: null };
+  function socketClient(headers) {
+    var authorization = authorizationOf(headers);
+    if (socket.client === null || socket.authorization !== authorization) {
+      socket = {
+        authorization: authorization,
+        client: graphqlWs.createClient({
+          url: socketURL.href,
+          connectionParams: authorization === null ? {} : { Authorization: authorization },
+          // A subscription whose socket is lost ends with an error shown in
+          // the response pane; started again unseen, it would miss the items
+          // added meanwhile (and a refused token would only be retried).
+          retryAttempts: 0
+        })
+      };
+    }
+    return socket.client;
+  }
+
+  // The Authorization among the header editor's headers, whatever its case.
+  function authorizationOf(headers) {
+    for (var name in headers || {}) {
+      if (name.toLowerCase() === 'authorization') {
+        return String(headers[name]);
+      }
+    }
+    return null;
+  }
+
+  // Whether GraphiQL runs a subscription: the operation of that name (or
+  // the anonymous one) in the editor's document, as GraphiQL's own fetcher
+  // decides.
+  function isSubscription(params, opts) {
+    var doc = opts && opts.documentAST;
+    var name = params.operationName || undefined;
+    return !!doc && doc.definitions.some(function (def) {
+      return def.kind === 'OperationDefinition' && def.operation === 'subscription' &&
+        (def.name ? def.name.value : undefined) === name;
+    });
+  }
+
+  // An observable GraphiQL shows each result of, and stops with its stop
+  // button (graphql-ws then sends complete).
+  function subscription(client, params) {
+    return {
+      subscribe: function (sink) {
+        var unsubscribe = client.subscribe(params, {
+          next: function (result) { sink.next(result); },
+          error: function (err) { sink.error(socketError(err)); },
+          complete: function () { sink.complete(); }
+        });
+        return { unsubscribe: unsubscribe };
+      }
+    };
+  }
+
+  // What graphql-ws reports, in the shape of GraphQL errors: the
+  // operation's errors as they are, a closed socket by its code and reason.
+  function socketError(err) {
+    if (Array.isArray(err)) {
+      return err;
+    }
+    if (typeof CloseEvent !== 'undefined' && err instanceof CloseEvent) {
+      var closed = err.code + (err.reason ? ' ' + err.reason : '');
+      if (err.code === 4403) {
+        return [{ message: 'the gateway refused the Authorization under Headers (WebSocket closed: ' + closed + ')' }];
+      }
+      return [{ message: 'the WebSocket to ' + socketURL.href + ' closed: ' + closed }];
+    }
+    if (err instanceof Error) {
+      return [{ message: err.message }];
+    }
+    return [{ message: 'the WebSocket to ' + socketURL.href + ' failed' }];
+  }
+
+  function fetcher(params, opts) {
+    if (isSubscription(params, opts)) {
+      return subscription(socketClient(opts.headers), params);
+    }
+    return http(params, opts);
+  }
   ReactDOM.createRoot(document.getElementById('graphiql')).render(
     React.createElement(GraphiQL, {
       fetcher: fetcher,
