@@ -174,7 +174,12 @@ func (ws *websockets) init(ctx context.Context, payload transport.InitPayload) (
 		p, err := ws.e.auth.Authenticate(token)
 		if err != nil {
 			req.info.addCode(CodeUnauthenticated)
-			return transport.WithWebsocketCloseCode(ctx, 4403), nil, err
+			// The close frame's reason, at most 123 bytes, says why.
+			reason := err.Error()
+			if len(reason) > 123 {
+				reason = strings.ToValidUTF8(reason[:120], "") + "…"
+			}
+			return transport.AppendCloseReason(transport.WithWebsocketCloseCode(ctx, 4403), reason), nil, err
 		}
 		req.principal = p
 	}
