@@ -23,6 +23,8 @@ type poller struct {
 	ctx     context.Context // ends when the poller retires
 	cancel  context.CancelFunc
 	retired sync.Once
+	ready   chan struct{} // closed once the first read is done, or failed (err)
+	err     error
 
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
@@ -37,29 +39,39 @@ func (p *poller) floor() int64 {
 	return max(p.newest-int64(p.hub.cfg.Lateness), p.least, 0)
 }
 
-// startPoller starts polling a list. What it holds in the window at the
-// start is not new: it is read once and marked seen.
-func (h *Hub) startPoller(ctx context.Context, key string, l store.List) (*poller, error) {
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p := &poller{hub: h, key: key, list: l, ctx: pctx, cancel: cancel, subs: map[*subscriber]struct{}{},
-		seen: map[string]bool{}, newest: h.cfg.Now().UnixNano()}
+// newPoller makes the poller of a list, not yet started. Its polls carry
+// no request's context: they are no one request's.
+func (h *Hub) newPoller(key string, l store.List) *poller {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &poller{hub: h, key: key, list: l, ctx: ctx, cancel: cancel, ready: make(chan struct{}),
+		subs: map[*subscriber]struct{}{}, seen: map[string]bool{}, newest: h.cfg.Now().UnixNano()}
+}
+
+// start reads what the list holds in the window at the start, which is
+// not new (it is marked seen), then polls. ctx bounds the first read.
+func (p *poller) start(ctx context.Context) {
+	h := p.hub
+	defer close(p.ready)
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	context.AfterFunc(p.ctx, stop) // retired before it started
 	for {
 		full, err := p.read(ctx, false)
 		if err != nil {
-			cancel()
-			return nil, err
+			p.err = err
+			p.cancel()
+			return
 		}
 		if !full {
 			break
 		}
 	}
-	h.watched.Add(ctx, 1)
+	h.watched.Add(p.ctx, 1)
 	h.running.Add(1)
 	go func() {
 		defer h.running.Done()
 		p.run()
 	}()
-	return p, nil
 }
 
 // run polls every interval until the poller retires. A poll that reads a
@@ -166,6 +178,9 @@ func (p *poller) end(sub *subscriber, err error) {
 func (p *poller) retire() {
 	p.retired.Do(func() {
 		p.cancel()
-		p.hub.watched.Add(context.Background(), -1)
+		<-p.ready
+		if p.err == nil {
+			p.hub.watched.Add(context.Background(), -1)
+		}
 	})
 }

@@ -202,34 +202,62 @@ type snapshot struct {
 }
 
 // join adds sub to the list's poller, starting one if none watches the
-// list.
+// list. The hub's lock is held only to find or register the poller: a
+// poller's first read, which may wait on the database, holds no one else
+// up.
 func (h *Hub) join(ctx context.Context, l store.List, sub *subscriber, wantSnapshot bool) (*poller, snapshot, error) {
 	// A feature created again is another list: its own poller.
 	key := fmt.Sprintf("%s\x00%s\x00%d", l.Feature.Key(), l.EntityID, l.Feature.CreatedAt.UnixNano())
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, snapshot{}, fmt.Errorf("%w: the gateway is shutting down; subscribe again", errkind.Unavailable)
-	}
-	p := h.pollers[key]
-	if p == nil {
-		if len(h.pollers) >= h.cfg.MaxLists {
-			return nil, snapshot{}, fmt.Errorf("%w: this gateway watches its limit of %d lists (--max-watched-lists); retry, or on another replica", errkind.Unavailable, h.cfg.MaxLists)
+	for {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return nil, snapshot{}, fmt.Errorf("%w: the gateway is shutting down; subscribe again", errkind.Unavailable)
 		}
-		var err error
-		if p, err = h.startPoller(ctx, key, l); err != nil {
-			return nil, snapshot{}, err
+		p := h.pollers[key]
+		if p == nil {
+			if len(h.pollers) >= h.cfg.MaxLists {
+				h.mu.Unlock()
+				return nil, snapshot{}, fmt.Errorf("%w: this gateway watches its limit of %d lists (--max-watched-lists); retry, or on another replica", errkind.Unavailable, h.cfg.MaxLists)
+			}
+			p = h.newPoller(key, l)
+			h.pollers[key] = p
+			h.mu.Unlock()
+			p.start(ctx)
+			if p.err != nil {
+				h.mu.Lock()
+				if h.pollers[key] == p {
+					delete(h.pollers, key)
+				}
+				h.mu.Unlock()
+			}
+		} else {
+			h.mu.Unlock()
 		}
-		h.pollers[key] = p
+		select {
+		case <-p.ready:
+		case <-ctx.Done():
+			return nil, snapshot{}, ctx.Err()
+		}
+		if p.err != nil {
+			return nil, snapshot{}, p.err
+		}
+		h.mu.Lock()
+		if h.pollers[p.key] != p {
+			// It retired with its last subscription meanwhile: start again.
+			h.mu.Unlock()
+			continue
+		}
+		p.mu.Lock()
+		p.subs[sub] = struct{}{}
+		var snap snapshot
+		if wantSnapshot {
+			snap = snapshot{seen: maps.Clone(p.seen), floor: p.floor()}
+		}
+		p.mu.Unlock()
+		h.mu.Unlock()
+		return p, snap, nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.subs[sub] = struct{}{}
-	var snap snapshot
-	if wantSnapshot {
-		snap = snapshot{seen: maps.Clone(p.seen), floor: p.floor()}
-	}
-	return p, snap, nil
 }
 
 // leave removes sub from its poller, and stops the poller with its last

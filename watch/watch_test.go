@@ -263,3 +263,53 @@ func TestBounds(t *testing.T) {
 		}
 	})
 }
+
+// slowFirst answers the reads of the list "slow" only after a while.
+type slowFirst struct{ store.Store }
+
+func (s slowFirst) Since(ctx context.Context, l store.List, from string, limit int) ([]store.Item, error) {
+	if l.EntityID == "slow" {
+		select {
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.Store.Since(ctx, l, from, limit)
+}
+
+// A list whose first read is slow holds up no subscription to another
+// list.
+func TestSlowFirstReadHoldsNoOneUp(t *testing.T) {
+	s, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	f, err := s.CreateFeature(context.Background(), store.Feature{EntityType: "user", Name: "f", ValueType: store.String, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub, err := watch.New(watch.Config{Store: slowFirst{s}, Interval: interval, Tracer: tracenoop.NewTracerProvider().Tracer(""),
+		Meter: metricnoop.NewMeterProvider().Meter(""), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close()
+	ctx := context.Background()
+	list := func(id string) store.List { return store.List{Feature: &f, EntityID: id} }
+	if _, err := hub.Subscribe(ctx, list("fast"), nil); err != nil {
+		t.Fatal(err)
+	}
+	go hub.Subscribe(ctx, list("slow"), nil)
+	time.Sleep(100 * time.Millisecond) // the slow list's first read is under way
+	for _, id := range []string{"fast", "other"} {
+		began := time.Now()
+		if _, err := hub.Subscribe(ctx, list(id), nil); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(began); took > time.Second {
+			t.Fatalf("a subscription to %s took %v while another list's first read was slow", id, took)
+		}
+	}
+}
