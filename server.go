@@ -252,17 +252,27 @@ func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Tele
 }
 
 // withCORS lets the configured browser origins call the endpoint, and
-// answers their preflights; with no origins configured it adds nothing.
+// answers their preflights; the preflights of other origins go on to the
+// endpoint, which refuses them saying why. With no origins configured it
+// adds nothing.
 func withCORS(cfg config, next http.Handler) http.Handler {
 	if len(cfg.CORSOrigins) == 0 {
 		return next
 	}
-	return cors.New(cors.Options{
+	c := cors.New(cors.Options{
 		AllowedOrigins:   cfg.CORSOrigins,
 		AllowedMethods:   []string{http.MethodGet, http.MethodPost},
 		AllowedHeaders:   []string{"Content-Type", "Authorization", "Accept", "X-Request-Id"},
 		ExposedHeaders:   []string{"X-Request-Id"},
 		AllowCredentials: cfg.CORSCredentials,
 		MaxAge:           600, // seconds a browser may cache a preflight
-	}).Handler(next)
+	})
+	allowed := c.Handler(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodOptions && !c.OriginAllowed(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		allowed.ServeHTTP(w, r)
+	})
 }

@@ -780,7 +780,8 @@ func TestAttackConcurrentEntities(t *testing.T) {
 			}
 		}
 	})
-	g := startAttackGateway(t, dir, "GOMEMLIMIT="+attackMemoryLimit, "LISTGATE_MEMORY_LIMIT=")
+	// 1,000 ids: an operator may allow that many (the default is 100).
+	g := startAttackGateway(t, dir, "GOMEMLIMIT="+attackMemoryLimit, "LISTGATE_MEMORY_LIMIT=", "LISTGATE_MAX_ENTITIES=1000")
 	ids := make([]string, entities)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%q", fmt.Sprint("e", i))

@@ -9,6 +9,9 @@ import "errors"
 var (
 	// Invalid: the input can never succeed as given. Nothing was written.
 	Invalid = errors.New("invalid")
+	// Malformed: the request itself is not one the gateway reads (not
+	// JSON, a wrong content type or method). Nothing was run.
+	Malformed = errors.New("malformed request")
 	// NotFound: what the input names does not exist.
 	NotFound = errors.New("not found")
 	// Conflict: the feature exists, or cannot be re-created yet.

@@ -9,15 +9,19 @@
 package features
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/agnivade/levenshtein"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -171,7 +175,40 @@ func (c *Catalog) Feature(ctx context.Context, entityType, name, version string)
 	if f, ok := c.snap.Load().byID[id{entityType, name, version}]; ok {
 		return f, nil
 	}
-	return nil, fmt.Errorf("feature %s: %w", keys.FeatureKey(entityType, name, version), errkind.NotFound)
+	return nil, fmt.Errorf("feature %s: %w%s", keys.FeatureKey(entityType, name, version), errkind.NotFound, c.suggest(entityType, name, version))
+}
+
+// suggest names the features closest to one that does not exist, and how
+// to create it.
+func (c *Catalog) suggest(entityType, name, version string) string {
+	type near struct {
+		key  string
+		dist int
+	}
+	var close []near
+	want := keys.FeatureKey(entityType, name, version)
+	for _, f := range c.snap.Load().all {
+		// Another entity type counts as far as a name typo; a version of the
+		// same name is nearest.
+		if d := levenshtein.ComputeDistance(want, f.Key()); d <= max(3, len(want)/4) || f.EntityType == entityType && f.Name == name {
+			close = append(close, near{f.Key(), d})
+		}
+	}
+	slices.SortFunc(close, func(a, b near) int { return cmp.Or(a.dist-b.dist, strings.Compare(a.key, b.key)) })
+	var b strings.Builder
+	for i, n := range close[:min(len(close), 3)] {
+		if i == 0 {
+			b.WriteString("; did you mean ")
+		} else {
+			b.WriteString(" or ")
+		}
+		b.WriteString(n.key)
+	}
+	if b.Len() > 0 {
+		b.WriteString("?")
+	}
+	b.WriteString("; create a feature with createListFeature (listFeatures lists those there are)")
+	return b.String()
 }
 
 // Fresh reports whether the snapshot is recent enough to write under: an

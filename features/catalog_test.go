@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -224,5 +225,40 @@ func TestStaleCatalogRefusesWrites(t *testing.T) {
 	}
 	if err := c.Fresh(); err != nil {
 		t.Fatalf("after a refresh: %v", err)
+	}
+}
+
+// A feature that does not exist is answered with the closest ones, and how
+// to create one.
+func TestNotFoundSuggests(t *testing.T) {
+	s, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for _, f := range []store.Feature{
+		{EntityType: "user", Name: "reading_history", ValueType: store.String, TTL: time.Hour},
+		{EntityType: "user", Name: "reading_history", Version: "v2", ValueType: store.String, TTL: time.Hour},
+		{EntityType: "user", Name: "story_presented", ValueType: store.String, TTL: time.Hour},
+		{EntityType: "story", Name: "user_has_read", ValueType: store.String, TTL: time.Hour},
+	} {
+		if _, err := s.CreateFeature(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := features.New(ctx, s, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ entityType, name, version, says string }{
+		{"user", "reading_histroy", "", "did you mean user#reading_history| or user#reading_history|v2?"},
+		{"user", "reading_history", "v3", "did you mean user#reading_history|v2 or user#reading_history|?"},
+		{"user", "clicks", "", "not found; create a feature with createListFeature"},
+	} {
+		_, err := c.Feature(ctx, tc.entityType, tc.name, tc.version)
+		if !errors.Is(err, errkind.NotFound) || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "createListFeature") {
+			t.Errorf("%s#%s|%s: %v; want it to say %q", tc.entityType, tc.name, tc.version, err, tc.says)
+		}
 	}
 }

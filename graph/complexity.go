@@ -2,10 +2,13 @@ package graph
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 	"sync"
 
-	"github.com/99designs/gqlgen/complexity"
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -36,6 +39,7 @@ type complexityLimit struct {
 	es       graphql.ExecutableSchema
 	schema   *introspection.Schema
 	inFlight *costBudget
+	lists    *lists.Service // the bounds of arguments, checked first
 }
 
 // costBudget is the complexity the operations running may hold together.
@@ -96,11 +100,21 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	if oc.Operation == nil {
 		return nil
 	}
-	n := complexity.Calculate(ctx, c.es, oc.Operation, oc.Variables, complexity.WithIgnoreFields(map[string]struct{}{"Query.__type": {}}))
+	cw := costWalk{ctx: ctx, es: c.es, oc: oc, lists: c.lists}
+	root := map[ast.Operation]string{ast.Query: "Query", ast.Mutation: "Mutation", ast.Subscription: "Subscription"}[oc.Operation.Operation]
+	n, costliest, err := cw.walk(oc.Operation.SelectionSet, root, nil)
+	if err != nil {
+		return err
+	}
 	w := introspectionWalk{ast: c.es.Schema(), schema: c.schema, vars: oc.Variables, budget: c.max - n}
 	w.root(oc.Operation.SelectionSet)
 	if w.budget < 0 {
-		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: complexity more than the %d allowed (--max-complexity): ask for fewer items, lists or fields", errkind.Invalid, c.max))
+		where := "its introspection"
+		if len(costliest) > 0 {
+			where = costliest.String()
+		}
+		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: complexity %d, more than the %d allowed (--max-complexity); the costliest is %s: ask for fewer items, lists or fields",
+			errkind.Invalid, c.max-w.budget, c.max, where))
 	}
 	if readsOnce(oc) {
 		lists.SingleRead(ctx)
@@ -117,6 +131,131 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	}
 	req.release = func() { c.inFlight.release(cost) } // when the response is written
 	return nil
+}
+
+// costWalk estimates an operation's complexity as gqlgen does: a field
+// costs its ComplexityRoot function of its children's cost, or 1 plus
+// their cost; siblings add up. It also checks the bounds of the arguments
+// the lists service will check (a list's limit, the ids of entities, the
+// values of a search, the size of a batch), so that a request past one is
+// told which, not that it costs too much. Introspection fields are left to
+// introspectionWalk.
+type costWalk struct {
+	ctx   context.Context
+	es    graphql.ExecutableSchema
+	oc    *graphql.OperationContext
+	lists *lists.Service
+}
+
+// fieldCosts is a path of fields, each with its cost, from the costliest
+// root field down through the costliest child of each.
+type fieldCosts []fieldCost
+
+type fieldCost struct {
+	name string
+	cost int
+}
+
+func (p fieldCosts) String() string {
+	var b strings.Builder
+	for i, f := range p {
+		if i > 0 {
+			b.WriteString(" › ")
+		}
+		fmt.Fprintf(&b, "%s (%d)", f.name, f.cost)
+	}
+	return b.String()
+}
+
+func (w costWalk) walk(sel ast.SelectionSet, typeName string, path ast.Path) (int, fieldCosts, *gqlerror.Error) {
+	def := w.es.Schema().Types[typeName]
+	total := 0
+	var costliest fieldCosts
+	for _, f := range graphql.CollectFields(w.oc, sel, []string{typeName}) {
+		if f.Name == "__typename" {
+			total++
+			continue
+		}
+		if def == nil || f.Name == "__schema" || f.Name == "__type" {
+			continue
+		}
+		fd := def.Fields.ForName(f.Name)
+		if fd == nil {
+			continue
+		}
+		fpath := append(slices.Clip(path), ast.PathName(f.Alias))
+		args := f.ArgumentMap(w.oc.Variables)
+		if err := w.checkArguments(typeName+"."+f.Name, args); err != nil {
+			return 0, nil, gqlerror.WrapPath(fpath, err)
+		}
+		child, below, err := w.walk(f.Selections, fd.Type.Name(), fpath)
+		if err != nil {
+			return 0, nil, err
+		}
+		cost, ok := w.es.Complexity(w.ctx, typeName, f.Name, child, args)
+		if !ok {
+			cost = 1 + child
+		}
+		total += cost
+		if cost > 1 && (len(costliest) == 0 || cost > costliest[0].cost) {
+			costliest = append(fieldCosts{{f.Alias, cost}}, below...)
+		}
+	}
+	return total, costliest, nil
+}
+
+// checkArguments applies the lists service's bounds to a field's
+// arguments, as GraphQL gives them (numbers from a document or from JSON
+// variables, lists as []any).
+func (w costWalk) checkArguments(field string, args map[string]any) error {
+	switch field {
+	case "Query.listItems", "Entity.list":
+		if n, ok := intArg(args["limit"]); ok {
+			return w.lists.CheckLimit(n)
+		}
+	case "Query.entities":
+		if ids, ok := args["entityIds"].([]any); ok && len(ids) > 0 {
+			strs := make([]string, 0, len(ids))
+			for _, id := range ids {
+				s, _ := id.(string)
+				strs = append(strs, s)
+			}
+			typ, _ := args["type"].(string)
+			return w.lists.CheckEntities(typ, strs)
+		}
+	case "Entity.listContains", "Mutation.removeListItemsWithValues":
+		if vs, ok := args["values"].([]any); ok {
+			return w.lists.CheckValueCount(len(vs))
+		}
+	case "Mutation.addListItemsBatch":
+		if adds, ok := args["adds"].([]any); ok {
+			items := 0
+			for _, a := range adds {
+				if m, ok := a.(map[string]any); ok {
+					list, _ := m["items"].([]any)
+					items += len(list)
+				}
+			}
+			return w.lists.CheckBatch(len(adds), items)
+		}
+	}
+	return nil
+}
+
+// intArg reads an integer argument.
+func intArg(v any) (int, bool) {
+	switch n := v.(type) {
+	case int:
+		return n, true
+	case int32:
+		return int(n), true
+	case int64:
+		return int(max(min(n, math.MaxInt32), math.MinInt32)), true
+	case json.Number:
+		i, err := n.Int64()
+		return int(max(min(i, math.MaxInt32), math.MinInt32)), err == nil
+	}
+	return 0, false
 }
 
 // introspectionWalk counts the introspection fields an operation would

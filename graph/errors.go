@@ -17,7 +17,9 @@ import (
 
 // Error codes a client sees in extensions.code.
 const (
+	CodeBadRequest      = "BAD_REQUEST"
 	CodeBadUserInput    = "BAD_USER_INPUT"
+	CodeConflict        = "CONFLICT"
 	CodeNotFound        = "NOT_FOUND"
 	CodeUnauthenticated = "UNAUTHENTICATED"
 	CodeForbidden       = "FORBIDDEN"
@@ -80,8 +82,12 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 // classify maps an error to its code; "" for errors gqlgen raised itself.
 func classify(err error) string {
 	switch {
-	case errors.Is(err, errkind.Invalid), errors.Is(err, errkind.Conflict):
+	case errors.Is(err, errkind.Malformed):
+		return CodeBadRequest
+	case errors.Is(err, errkind.Invalid):
 		return CodeBadUserInput
+	case errors.Is(err, errkind.Conflict):
+		return CodeConflict
 	case errors.As(err, new(*graphql.IntegerError)), errors.As(err, new(*strconv.NumError)):
 		return CodeBadUserInput // an Int argument out of range, or not a number
 	case errors.Is(err, errkind.NotFound):

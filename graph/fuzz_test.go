@@ -68,7 +68,7 @@ func FuzzRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	codes := map[string]bool{"BAD_USER_INPUT": true, "NOT_FOUND": true, "UNAUTHENTICATED": true, "FORBIDDEN": true, "UNAVAILABLE": true, "TIMEOUT": true, "PERSISTED_QUERY_NOT_FOUND": true}
+	codes := map[string]bool{"BAD_REQUEST": true, "CONFLICT": true, "BAD_USER_INPUT": true, "NOT_FOUND": true, "UNAUTHENTICATED": true, "FORBIDDEN": true, "UNAVAILABLE": true, "TIMEOUT": true, "PERSISTED_QUERY_NOT_FOUND": true}
 
 	f.Fuzz(func(t *testing.T, query string, vars []byte) {
 		req := map[string]any{"query": query}

@@ -264,7 +264,7 @@ func TestFeatures(t *testing.T) {
 		if at, err := time.Parse(time.RFC3339Nano, c.CreatedAt); err != nil || time.Since(at) > time.Minute {
 			t.Fatalf("createdAt %q: %v", c.CreatedAt, err)
 		}
-		g.fails(`mutation { createListFeature(input: {entityType: "$type", name: "reading_history", valueType: JSON, ttlSeconds: 60}) { key } }`, nil, "BAD_USER_INPUT", "already exists")
+		g.fails(`mutation { createListFeature(input: {entityType: "$type", name: "reading_history", valueType: JSON, ttlSeconds: 60}) { key } }`, nil, "CONFLICT", "already exists")
 		g.fails(`mutation { createListFeature(input: {entityType: "$type", name: "Bad", valueType: JSON, ttlSeconds: 60}) { key } }`, nil, "BAD_USER_INPUT", "feature name")
 		g.fails(`mutation { createListFeature(input: {entityType: "$type", name: "x", valueType: JSON, ttlSeconds: 0}) { key } }`, nil, "BAD_USER_INPUT", "ttlSeconds")
 		g.fails(`mutation { createListFeature(input: {entityType: "$type", name: "x", valueType: TEXT, ttlSeconds: 60}) { key } }`, nil, "BAD_USER_INPUT", "TEXT")

@@ -105,7 +105,7 @@ func (d depthLimit) MutateOperationContext(_ context.Context, oc *graphql.Operat
 		return nil
 	}
 	if depth := selectionDepth(oc.Operation.SelectionSet, oc.Doc.Fragments, 0); depth > d.max {
-		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: fields nested %d deep, more than the %d allowed", errkind.Invalid, depth, d.max))
+		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: fields nested %d deep, more than the %d allowed (--max-depth)", errkind.Invalid, depth, d.max))
 	}
 	return nil
 }

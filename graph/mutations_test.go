@@ -37,7 +37,7 @@ func TestMutationOperationIsCheckedBeforeAnyFieldRuns(t *testing.T) {
 			{"bad entity id", `b: removeAllListItems(list: {entityType: "$type", entityId: "u\u0001", feature: "f"})`, nil, "BAD_USER_INPUT", "control characters"},
 			{"bad value to remove", `b: removeListItemsWithValue(list: {entityType: "$type", entityId: "u2", feature: "f"}, value: true) { removed }`, nil, "BAD_USER_INPUT", "STRING"},
 			{"bad feature TTL", `b: createListFeature(input: {entityType: "$type", name: "g", valueType: STRING, ttlSeconds: 0}) { key }`, nil, "BAD_USER_INPUT", "ttlSeconds"},
-			{"existing feature", `b: createListFeature(input: {entityType: "$type", name: "f", valueType: STRING, ttlSeconds: 60}) { key }`, nil, "BAD_USER_INPUT", "already exists"},
+			{"existing feature", `b: createListFeature(input: {entityType: "$type", name: "f", valueType: STRING, ttlSeconds: 60}) { key }`, nil, "CONFLICT", "already exists"},
 			{"version of an unknown feature", `b: createListFeatureVersion(entityType: "$type", name: "nope", version: "v2") { key }`, nil, "NOT_FOUND", "createListFeature"},
 			{"bad name to delete", `b: deleteListFeature(entityType: "$type", name: "Bad Name")`, nil, "BAD_USER_INPUT", "feature name"},
 		} {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -54,10 +55,12 @@ type Limits struct {
 	APQCacheBytes         int           // automatic persisted queries kept, in bytes
 }
 
-// DefaultLimits are safe defaults: 100 entities' lists of 100 items each
-// fit the complexity limit, and so does GraphiQL's introspection query.
+// DefaultLimits are safe defaults that agree with each other: the most
+// entities, each with a list of the default limit and every field, fit the
+// complexity limit (TestDefaultLimitsAgree), and so does GraphiQL's
+// introspection query.
 var DefaultLimits = Limits{
-	MaxListLimit: 1000, MaxEntities: 1000, MaxCount: 100_000, MaxScanFactor: 10, MaxValues: 1000, MaxBatchLists: 1000,
+	MaxListLimit: 1000, MaxEntities: 100, MaxCount: 100_000, MaxScanFactor: 10, MaxValues: 1000, MaxBatchLists: 1000,
 	MaxDepth: 10, MaxComplexity: 100_000,
 	MaxTokens: 20_000, MaxFields: 1000, MaxBodyBytes: 1 << 20, MaxResponseBytes: 32 << 20,
 	MaxInFlight: 256, MaxInFlightComplexity: 300_000, RequestTimeout: 10 * time.Second, QueryCacheBytes: 64 << 20, APQCacheBytes: 16 << 20,
@@ -161,6 +164,7 @@ func newHandler(cfg Config, postTransport graphql.Transport) (*Handler, error) {
 	srv.AddTransport(ws.transport())
 	srv.AddTransport(get{})
 	srv.AddTransport(postTransport)
+	srv.AddTransport(unsupported{})
 	srv.SetValidationRulesFn(validationRules)
 	srv.SetParserTokenLimit(cfg.Limits.MaxTokens)
 	documents := newDocumentCache(cfg.Limits.QueryCacheBytes)
@@ -174,7 +178,7 @@ func newHandler(cfg Config, postTransport graphql.Transport) (*Handler, error) {
 	// Before anything runs: who may, how deep, how much.
 	srv.Use(&authorization{introspection: cfg.Introspection})
 	srv.Use(depthLimit{cfg.Limits.MaxDepth})
-	srv.Use(&complexityLimit{max: cfg.Limits.MaxComplexity, inFlight: newCostBudget(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity)))})
+	srv.Use(&complexityLimit{max: cfg.Limits.MaxComplexity, inFlight: newCostBudget(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity))), lists: svc})
 	srv.Use(checkMutationsFirst{})
 	srv.Use(subscriptionLimits{ws})
 	srv.Use(operationTracing{tracer})
@@ -242,6 +246,13 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.info.canceled = errors.Is(r.Context().Err(), context.Canceled)
 		e.requests.done(ctx, &req.info, time.Since(start))
 	}()
+	if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" {
+		// A CORS preflight that --cors-origins did not answer.
+		req.info.addCode(CodeForbidden)
+		writeRequestError(w, http.StatusForbidden, CodeForbidden, fmt.Sprintf(
+			"a browser page of origin %s may not call this gateway: add the origin to --cors-origins", strconv.Quote(r.Header.Get("Origin"))))
+		return
+	}
 	if isWebSocket(r) {
 		// Authenticated by its connection_init, unless its request carries
 		// a token; served for as long as it stays open.

@@ -239,7 +239,7 @@ func (ws *websockets) acquire(ctx context.Context) (release func(), err error) {
 	req := requestFrom(ctx)
 	conn, _ := ctx.Value(connectionKey{}).(*connection)
 	if req == nil || req.principal == nil || conn == nil {
-		return nil, fmt.Errorf("%w: subscriptions are served over WebSockets (graphql-transport-ws) on this endpoint, not over HTTP", errkind.Invalid)
+		return nil, fmt.Errorf("%w: subscriptions are served over WebSockets (graphql-transport-ws) on this endpoint, not over HTTP", errkind.Malformed)
 	}
 	caller := req.principal.Name
 	conn.mu.Lock()

@@ -56,14 +56,16 @@ func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecuto
 		return
 	}
 	if err != nil {
-		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.Errorf("could not read request body: %+v", err)}))
+		w.WriteHeader(http.StatusBadRequest)
+		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w: reading the request body: %v", errkind.Malformed, err))}))
 		return
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(params); err != nil {
 		w.WriteHeader(http.StatusBadRequest)
-		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.Errorf("json request body could not be decoded: %+v body:%s", err, string(body))}))
+		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf(
+			`%w: the body is not a JSON object such as {"query": "{ listFeatures { key } }", "variables": {}}: %v`, errkind.Malformed, err))}))
 		return
 	}
 	if !jsontext.Value(body).IsValid() {
@@ -113,7 +115,7 @@ func (get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		fail(http.StatusBadRequest, fmt.Errorf("%w query string: %v", errkind.Invalid, err))
+		fail(http.StatusBadRequest, fmt.Errorf("%w: query string: %v", errkind.Malformed, err))
 		return
 	}
 	params := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName"), Headers: r.Header}
@@ -134,7 +136,7 @@ func (get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor
 			dec := json.NewDecoder(strings.NewReader(v))
 			dec.UseNumber()
 			if err := dec.Decode(into); err != nil {
-				fail(http.StatusBadRequest, fmt.Errorf("%w %s could not be decoded: %v", errkind.Invalid, name, err))
+				fail(http.StatusBadRequest, fmt.Errorf("%w: the %s parameter is not a JSON object: %v", errkind.Malformed, name, err))
 				return
 			}
 		}
@@ -147,11 +149,31 @@ func (get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor
 		return
 	}
 	if rc.Operation.Operation != ast.Query {
-		fail(http.StatusNotAcceptable, fmt.Errorf("%w GET requests only allow query operations; send a %s with POST", errkind.Invalid, rc.Operation.Operation))
+		fail(http.StatusNotAcceptable, fmt.Errorf("%w: a GET runs queries only; send a %s with POST, Content-Type: application/json", errkind.Malformed, rc.Operation.Operation))
 		return
 	}
 	responses, ctx := exec.DispatchOperation(ctx, rc)
 	writeResult(w, ctx, responses(ctx), exec)
+}
+
+// unsupported answers a request no transport takes, saying what would be
+// taken: it is the last transport.
+type unsupported struct{}
+
+var _ graphql.Transport = unsupported{}
+
+func (unsupported) Supports(*http.Request) bool { return true }
+
+func (unsupported) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	w.Header()["Content-Type"] = contentTypes["application/json"]
+	status, err := http.StatusUnsupportedMediaType, fmt.Errorf(
+		`%w: Content-Type %q: send Content-Type: application/json with a body such as {"query": "{ listFeatures { key } }"}`, errkind.Malformed, r.Header.Get("Content-Type"))
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		status, err = http.StatusMethodNotAllowed, fmt.Errorf(`%w: method %s: send a POST with a JSON body, a GET with ?query=…, or a WebSocket upgrade`, errkind.Malformed, r.Method)
+	}
+	w.WriteHeader(status)
+	writeResponse(w, exec.DispatchError(r.Context(), gqlerror.List{gqlerror.WrapPath(nil, err)}))
 }
 
 // operationErrorStatus is gqlgen's status for an operation that could not

@@ -193,8 +193,8 @@ func (s *Service) Page(ctx context.Context, q PageQuery) (*Page, error) {
 	if q.Limit != nil {
 		rg.Limit = *q.Limit
 	}
-	if rg.Limit < 1 || rg.Limit > s.limits.MaxListLimit {
-		return nil, fmt.Errorf("%w limit %d: must be from 1 to %d (--max-list-limit)", errkind.Invalid, rg.Limit, s.limits.MaxListLimit)
+	if err := s.CheckLimit(rg.Limit); err != nil {
+		return nil, err
 	}
 	rg.MaxScan = rg.Limit * s.limits.MaxScanFactor
 	w, empty := q.Window.store()
@@ -298,8 +298,8 @@ func (s *Service) Contains(ctx context.Context, q ContainsQuery) (*Found, error)
 
 // encodeValues encodes values of a feature's type, at most MaxValues.
 func (s *Service) encodeValues(f *store.Feature, vs []values.Value) ([][]byte, error) {
-	if len(vs) == 0 || len(vs) > s.limits.MaxValues {
-		return nil, fmt.Errorf("%w values: %d given, must be from 1 to %d (--max-values)", errkind.Invalid, len(vs), s.limits.MaxValues)
+	if err := s.CheckValueCount(len(vs)); err != nil {
+		return nil, err
 	}
 	out := make([][]byte, len(vs))
 	for i, v := range vs {
@@ -310,6 +310,37 @@ func (s *Service) encodeValues(f *store.Feature, vs []values.Value) ([][]byte, e
 		out[i] = b
 	}
 	return out, nil
+}
+
+// The bounds of the arguments of a call, each its own check, so that the
+// GraphQL edge can apply them before it estimates what a request costs.
+
+// CheckLimit checks the limit of a page.
+func (s *Service) CheckLimit(limit int) error {
+	if limit < 1 || limit > s.limits.MaxListLimit {
+		return fmt.Errorf("%w limit %d: must be from 1 to %d (--max-list-limit)", errkind.Invalid, limit, s.limits.MaxListLimit)
+	}
+	return nil
+}
+
+// CheckValueCount checks how many values a search or a removal names.
+func (s *Service) CheckValueCount(n int) error {
+	if n == 0 || n > s.limits.MaxValues {
+		return fmt.Errorf("%w values: %d given, must be from 1 to %d (--max-values)", errkind.Invalid, n, s.limits.MaxValues)
+	}
+	return nil
+}
+
+// CheckBatch checks the size of a batch add: its lists, and its items in
+// all.
+func (s *Service) CheckBatch(lists, items int) error {
+	if lists == 0 || lists > s.limits.MaxBatchLists {
+		return fmt.Errorf("%w adds: %d lists, must be from 1 to %d (--max-batch-lists)", errkind.Invalid, lists, s.limits.MaxBatchLists)
+	}
+	if limit := s.store.Limits().MaxAddItems; items > limit {
+		return fmt.Errorf("%w adds: %d items in all, more than the %d one request may add (--max-add-items)", errkind.Invalid, items, limit)
+	}
+	return nil
 }
 
 // CheckEntity checks an entity's type and id.
@@ -326,7 +357,7 @@ func (s *Service) CheckEntities(entityType string, ids []string) error {
 		return err
 	}
 	if len(ids) > s.limits.MaxEntities {
-		return fmt.Errorf("%w entityIds: %d ids, more than the %d one request may ask for", errkind.Invalid, len(ids), s.limits.MaxEntities)
+		return fmt.Errorf("%w entityIds: %d ids, more than the %d one request may ask for (--max-entities)", errkind.Invalid, len(ids), s.limits.MaxEntities)
 	}
 	for i, id := range ids {
 		if err := keys.ValidateEntityID(id); err != nil {
@@ -364,15 +395,12 @@ type BatchResult struct {
 // once, and one that fails (its partition's replicas time out, say) fails
 // alone, in its result.
 func (s *Service) AddBatch(ctx context.Context, adds []ListAdd) ([]BatchResult, error) {
-	if len(adds) == 0 || len(adds) > s.limits.MaxBatchLists {
-		return nil, fmt.Errorf("%w adds: %d lists, must be from 1 to %d (--max-batch-lists)", errkind.Invalid, len(adds), s.limits.MaxBatchLists)
-	}
 	total := 0
 	for _, a := range adds {
 		total += len(a.Items)
 	}
-	if limit := s.store.Limits().MaxAddItems; total > limit {
-		return nil, fmt.Errorf("%w adds: %d items in all, more than the %d one request may add (--max-add-items)", errkind.Invalid, total, limit)
+	if err := s.CheckBatch(len(adds), total); err != nil {
+		return nil, err
 	}
 	type write struct {
 		l     store.List

@@ -50,17 +50,17 @@ func PrepareAdd(l List, items []NewItem, now, expiryCap time.Time, lim Limits) (
 		return nil, 0, err
 	}
 	if len(items) > lim.MaxAddItems {
-		return nil, 0, fmt.Errorf("%w add: %d items, more than the %d one call may add", errkind.Invalid, len(items), lim.MaxAddItems)
+		return nil, 0, fmt.Errorf("%w items: %d items, more than the %d one call may add (--max-add-items)", errkind.Invalid, len(items), lim.MaxAddItems)
 	}
 	size := len(l.Feature.Key()) + len(l.EntityID)
 	for i, it := range items {
 		if len(it.Value) > lim.MaxValueBytes {
-			return nil, 0, fmt.Errorf("%w item %d: value of %d bytes, more than the %d allowed", errkind.Invalid, i, len(it.Value), lim.MaxValueBytes)
+			return nil, 0, fmt.Errorf("%w items[%d]: value of %d bytes, more than the %d allowed (--max-value-bytes)", errkind.Invalid, i, len(it.Value), lim.MaxValueBytes)
 		}
 		size += keys.ItemKeyLen + len(it.Value) + rowOverhead
 	}
 	if size > lim.MaxAddBytes {
-		return nil, 0, fmt.Errorf("%w add: %d bytes, more than the %d one call may write; split it", errkind.Invalid, size, lim.MaxAddBytes)
+		return nil, 0, fmt.Errorf("%w items: %d bytes, more than the %d one call may write; split it", errkind.Invalid, size, lim.MaxAddBytes)
 	}
 	writes := make([]Write, 0, len(items))
 	seen := make(map[string]struct{}, len(items))
@@ -68,7 +68,7 @@ func PrepareAdd(l List, items []NewItem, now, expiryCap time.Time, lim Limits) (
 	for i, it := range items {
 		ttl, live, err := keys.ItemTTL(it.Timestamp, l.Feature.TTL, now, expiryCap)
 		if err != nil {
-			return nil, 0, fmt.Errorf("item %d: %w", i, err)
+			return nil, 0, fmt.Errorf("items[%d]: %w", i, err)
 		}
 		if !live {
 			expired++
