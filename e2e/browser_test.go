@@ -133,6 +133,29 @@ func artifact(t *testing.T, name string, data []byte) string {
 	return path
 }
 
+// The playground's editors.
+const (
+	queryEditor  = `.graphiql-query-editor .CodeMirror`
+	headerEditor = `.graphiql-editor-tool .graphiql-editor:not(.hidden) .CodeMirror`
+)
+
+// paste replaces the text of the CodeMirror editor sel as a paste does:
+// through the editor's input, without the keystrokes that would open
+// completions and close brackets.
+func paste(sel, text string) chromedp.Action {
+	return chromedp.Tasks{
+		chromedp.Click(sel, chromedp.ByQuery),
+		chromedp.KeyEvent("a", chromedp.KeyModifiers(input.ModifierCtrl)),
+		chromedp.ActionFunc(func(ctx context.Context) error { return input.InsertText(text).Do(ctx) }),
+	}
+}
+
+// stored is a script that lists the keys of the page's local storage
+// whose values hold text.
+func stored(text string) string {
+	return fmt.Sprintf(`Object.keys(localStorage).filter(k => (localStorage.getItem(k) || '').includes(%q))`, text)
+}
+
 // The playground loads from the gateway alone, shows the schema, and runs
 // its example query through the UI, with the header editor's Authorization.
 func TestPlaygroundInBrowser(t *testing.T) {
@@ -148,16 +171,20 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	log := watch(ctx)
 	var result, docs string
 	var shot []byte
+	var leftBehind, keptBefore, keptOn, keptOff []string
 	err := chromedp.Run(ctx,
 		network.Enable(),
 		cdplog.Enable(),
 		runtime.Enable(),
-		// The header editor keeps its contents in local storage; set it, as a
-		// user who typed a token there would have, before the page first loads.
+		// What an earlier page, which kept headers, left behind.
 		chromedp.Navigate(base+"/playground/favicon.svg"),
-		chromedp.Evaluate(`localStorage.setItem('graphiql:headers', '{"Authorization": "Bearer playground-test-token"}')`, nil),
+		chromedp.Evaluate(`localStorage.setItem('graphiql:headers', '{"Authorization": "Bearer left-behind"}');
+			localStorage.setItem('graphiql:queries', '{"queries":[{"query":"{ __typename }","headers":"{\\"Authorization\\": \\"Bearer left-behind\\"}"}]}')`, nil),
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(`.graphiql-execute-button`, chromedp.ByQuery),
+		chromedp.Evaluate(stored("left-behind"), &leftBehind),
+		chromedp.Click(`button[data-name="headers"]`, chromedp.ByQuery),
+		paste(headerEditor, `{"Authorization": "Bearer playground-test-token"}`),
 		chromedp.Click(`.graphiql-execute-button`, chromedp.ByQuery),
 		chromedp.Poll(`(document.querySelector('.result-window') || {}).innerText.includes('story2')`, nil, chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.Text(`.result-window`, &result, chromedp.ByQuery),
@@ -165,6 +192,14 @@ func TestPlaygroundInBrowser(t *testing.T) {
 		chromedp.Click(`button[aria-label="Show Documentation Explorer"]`, chromedp.ByQuery),
 		chromedp.Poll(`(document.querySelector('.graphiql-doc-explorer') || {}).innerText.includes('Mutation')`, nil, chromedp.WithPollingTimeout(10*time.Second)),
 		chromedp.Text(`.graphiql-doc-explorer`, &docs, chromedp.ByQuery),
+		// The token stays in the page: GraphiQL writes headers to local
+		// storage only once "Persist headers" is turned on in its settings.
+		chromedp.Evaluate(stored("playground-test-token"), &keptBefore),
+		chromedp.Click(`button[aria-label="Open settings dialog"]`, chromedp.ByQuery),
+		chromedp.Click(`#enable-persist-headers`, chromedp.ByQuery),
+		chromedp.Evaluate(stored("playground-test-token"), &keptOn),
+		chromedp.Click(`#disable-persist-headers`, chromedp.ByQuery),
+		chromedp.Evaluate(stored("playground-test-token"), &keptOff),
 	)
 	if err != nil {
 		var sent []string
@@ -185,6 +220,18 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	}
 	if !strings.Contains(docs, "Query") || !strings.Contains(docs, "Mutation") {
 		t.Fatalf("documentation explorer:\n%s", docs)
+	}
+	if len(leftBehind) > 0 {
+		t.Errorf("the playground kept the Authorization an earlier page left in local storage (%q)", leftBehind)
+	}
+	if len(keptBefore) > 0 {
+		t.Errorf("the playground kept the Authorization typed under Headers in local storage (%q) without being asked to", keptBefore)
+	}
+	if !slices.Contains(keptOn, "graphiql:headers") {
+		t.Errorf("with Persist headers on, local storage holds the Authorization under %q, not graphiql:headers", keptOn)
+	}
+	if len(keptOff) > 0 {
+		t.Errorf("with Persist headers turned off again, local storage still holds the Authorization (%q)", keptOff)
 	}
 
 	log.mu.Lock()
@@ -233,22 +280,10 @@ func TestPlaygroundSubscriptionInBrowser(t *testing.T) {
 			t.Fatalf("%s: %v (page errors: %q)", what, err, log.errors)
 		}
 	}
-	// paste replaces the text of the CodeMirror editor sel as a paste does:
-	// through the editor's input, without the keystrokes that would open
-	// completions and close brackets.
-	paste := func(sel, text string) chromedp.Action {
-		return chromedp.Tasks{
-			chromedp.Click(sel, chromedp.ByQuery),
-			chromedp.KeyEvent("a", chromedp.KeyModifiers(input.ModifierCtrl)),
-			chromedp.ActionFunc(func(ctx context.Context) error { return input.InsertText(text).Do(ctx) }),
-		}
-	}
 	const (
-		queryEditor  = `.graphiql-query-editor .CodeMirror`
-		headerEditor = `.graphiql-editor-tool .graphiql-editor:not(.hidden) .CodeMirror`
-		execute      = `.graphiql-execute-button`
-		stop         = `.graphiql-execute-button[aria-label^="Stop"]`
-		pane         = `.result-window`
+		execute = `.graphiql-execute-button`
+		stop    = `.graphiql-execute-button[aria-label^="Stop"]`
+		pane    = `.result-window`
 	)
 	paneShows := func(text string) chromedp.Action {
 		return chromedp.Poll(fmt.Sprintf(`(document.querySelector(%q) || {}).innerText.includes(%q)`, pane, text), nil,
@@ -265,13 +300,15 @@ func TestPlaygroundSubscriptionInBrowser(t *testing.T) {
 		`}`,
 	}, "\n")
 
-	// A user who typed the token under Headers before: GraphiQL keeps it in
-	// local storage, and needs it to load the schema.
+	// A user who turned on Persist headers and typed the token under
+	// Headers before: GraphiQL keeps it in local storage, and needs it to
+	// load the schema.
 	run("loading the playground",
 		network.Enable(),
 		cdplog.Enable(),
 		runtime.Enable(),
 		chromedp.Navigate(base+"/playground/favicon.svg"),
+		chromedp.Evaluate(`localStorage.setItem('graphiql:shouldPersistHeaders', 'true')`, nil),
 		chromedp.Evaluate(`localStorage.setItem('graphiql:headers', '{"Authorization": "Bearer `+key+`"}')`, nil),
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(execute, chromedp.ByQuery),

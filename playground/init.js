@@ -1,5 +1,8 @@
-// GraphiQL on this server's /graphql, opening on an example. Headers typed in
-// the Headers editor (an Authorization bearer token, say) go with every request.
+// GraphiQL on this server's /graphql, opening on the README's example.
+// Headers typed in the Headers editor (an Authorization bearer token, say) go
+// with every request and stay in the page: GraphiQL keeps them in the
+// browser's local storage only once the user turns on "Persist headers" in
+// its settings.
 // Queries and mutations are POSTed; subscriptions run over a WebSocket to the
 // same /graphql (graphql-transport-ws, through graphql-ws's client), whose
 // connection_init carries the Authorization.
@@ -10,7 +13,8 @@
     '#',
     '#   mutation { createListFeature(input: {entityType: "user",',
     '#     name: "reading_history", valueType: STRING,',
-    '#     ttlSeconds: 2592000}) { key } }',
+    '#     ttlSeconds: 315360000, description: "stories the user read"})',
+    '#     { key } }',
     '#   mutation { addListItems(list: {entityType: "user",',
     '#     entityId: "u1", feature: "reading_history"},',
     '#     items: [{value: "story1"}, {value: "story2"}]) { added } }',
@@ -36,6 +40,7 @@
   var variables = localStorage.getItem('graphiql:variables') === null
     ? JSON.stringify({ type: 'user', id: 'u1', feature: 'reading_history' }, null, 2)
     : undefined;
+  var storage = headersKeptOnlyIfAsked();
   var endpoint = new URL('/graphql', window.location.href);
   var http = GraphiQL.createFetcher({ url: endpoint.href });
   var socketURL = new URL(endpoint.href);
@@ -122,6 +127,61 @@
     return [{ message: 'the WebSocket to ' + socketURL.href + ' failed' }];
   }
 
+  // GraphiQL's storage: the browser's local storage under graphiql:*,
+  // where headers are kept only while "Persist headers" is on. GraphiQL
+  // 3.8 already leaves them out of its header editor's and tabs' entries,
+  // but its history (and favourites) keeps every run's headers; those are
+  // dropped here. Headers kept before, by a page that kept them or while
+  // the setting was on, are dropped on load and when it is turned off.
+  function headersKeptOnlyIfAsked() {
+    var history = { 'graphiql:queries': 'queries', 'graphiql:favorites': 'favorites' };
+    var lists = Object.assign({ 'graphiql:tabState': 'tabs' }, history);
+    function persisting() {
+      return localStorage.getItem('graphiql:shouldPersistHeaders') === 'true';
+    }
+    // value (the JSON of an object holding a list under field) without
+    // the headers of the list's entries.
+    function withoutHeaders(value, field) {
+      try {
+        var stored = JSON.parse(value);
+        (stored[field] || []).forEach(function (entry) { entry.headers = null; });
+        return JSON.stringify(stored);
+      } catch (e) {
+        return value;
+      }
+    }
+    function forgetHeaders() {
+      localStorage.removeItem('graphiql:headers');
+      Object.keys(lists).forEach(function (key) {
+        var value = localStorage.getItem(key);
+        if (value !== null) {
+          localStorage.setItem(key, withoutHeaders(value, lists[key]));
+        }
+      });
+    }
+    function keys() {
+      return Object.keys(localStorage).filter(function (key) { return key.indexOf('graphiql:') === 0; });
+    }
+    if (!persisting()) {
+      forgetHeaders();
+    }
+    return {
+      getItem: function (key) { return localStorage.getItem(key); },
+      setItem: function (key, value) {
+        if (key in history && !persisting()) {
+          value = withoutHeaders(value, history[key]);
+        }
+        localStorage.setItem(key, value);
+        if (key === 'graphiql:shouldPersistHeaders' && value !== 'true') {
+          forgetHeaders();
+        }
+      },
+      removeItem: function (key) { localStorage.removeItem(key); },
+      get length() { return keys().length; },
+      clear: function () { keys().forEach(function (key) { localStorage.removeItem(key); }); }
+    };
+  }
+
   function fetcher(params, opts) {
     if (isSubscription(params, opts)) {
       return subscription(socketClient(opts.headers), params);
@@ -133,8 +193,8 @@
       fetcher: fetcher,
       defaultQuery: example,
       variables: variables,
-      defaultEditorToolsVisibility: 'variables',
-      shouldPersistHeaders: true
+      storage: storage,
+      defaultEditorToolsVisibility: 'variables'
     })
   );
 })();

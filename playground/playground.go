@@ -18,8 +18,13 @@ var files embed.FS
 // WebSocket needs no connect-src of its own: 'self' also matches the
 // WebSocket schemes at the page's host and port (CSP Level 3, as Chromium
 // implements it; the browser test checks both ways), so no origin taken
-// from a request's Host is ever written into the header.
-const CSP = "default-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; object-src 'none'"
+// from a request's Host is ever written into the header. The one inline
+// style allowed, by its hash, is the scroll lock GraphiQL's dialogs
+// (settings, short keys) write while open: react-remove-scroll-bar's, for
+// a body with no margin and no scroll bar, as playground.css makes it.
+// The browser test opens the settings and fails on a blocked style.
+const CSP = "default-src 'self'; style-src 'self' 'sha256-Y/huXlwoYkVyQlxwSVcCi1RCDGDCSVBzDt0hYP9qlTc='; " +
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'; object-src 'none'"
 
 // Handler serves the page at / and its files under /playground/.
 func Handler() http.Handler {
