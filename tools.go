@@ -5,4 +5,5 @@ package tools
 
 import (
 	_ "github.com/99designs/gqlgen"
+	_ "github.com/Khan/genqlient"
 )
