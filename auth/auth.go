@@ -5,6 +5,7 @@ package auth
 
 import (
 	"bufio"
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -18,6 +19,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -60,10 +62,14 @@ type Config struct {
 	// each key, never the key itself.
 	APIKeys []string
 	// JWTKeys are PEM public keys (RSA, ECDSA or Ed25519) that sign valid
-	// JWTs; Issuer and Audience, when set, must match the token's.
+	// JWTs; so are the keys an identity provider publishes at JWKSURL.
+	// Issuer and Audience, when set, must match the token's.
 	JWTKeys  []byte
+	JWKSURL  string
 	Issuer   string
 	Audience string
+	// Log gets the JWKS's fetch failures (nil: dropped).
+	Log *slog.Logger
 }
 
 // Authenticator checks bearer tokens.
@@ -73,6 +79,7 @@ type Authenticator struct {
 	// keysByAlg holds, for each accepted alg, the configured keys of the
 	// type (and, for ECDSA, the curve) that alg verifies with.
 	keysByAlg map[string][]jwt.VerificationKey
+	jwks      *jwks // nil without a JWKS URL
 	parser    *jwt.Parser
 	disabled  bool
 }
@@ -84,7 +91,10 @@ type apiKey struct {
 }
 
 // New builds an authenticator. With neither API keys nor JWT keys it lets
-// everyone in with every scope (Configured reports false).
+// everyone in with every scope (Configured reports false). With a JWKS URL
+// it fetches the keys there once (in at most 5 s); a failure is logged and
+// only refuses the JWTs those keys would verify until a fetch succeeds
+// (see Run).
 func New(cfg Config) (*Authenticator, error) {
 	a := &Authenticator{}
 	for i, line := range cfg.APIKeys {
@@ -135,12 +145,28 @@ func New(cfg Config) (*Authenticator, error) {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
 	a.parser = jwt.NewParser(opts...)
-	a.disabled = len(a.keys) == 0 && len(a.jwtKeys) == 0
+	if cfg.JWKSURL != "" {
+		j, err := newJWKS(cfg.JWKSURL, cfg.Log, defaultJWKSPolicy)
+		if err != nil {
+			return nil, fmt.Errorf("JWKS URL: %w", err)
+		}
+		j.start()
+		a.jwks = j
+	}
+	a.disabled = len(a.keys) == 0 && len(a.jwtKeys) == 0 && a.jwks == nil
 	return a, nil
 }
 
-// Configured reports whether any API key or JWT key is set.
+// Configured reports whether any API key, JWT key or JWKS URL is set.
 func (a *Authenticator) Configured() bool { return !a.disabled }
+
+// Run fetches the JWKS's keys again every hour (every minute while its
+// last fetch failed) until ctx ends. Without a JWKS URL it returns at once.
+func (a *Authenticator) Run(ctx context.Context) {
+	if a.jwks != nil {
+		a.jwks.run(ctx)
+	}
+}
 
 func parseAPIKey(line string) (apiKey, error) {
 	f := strings.Fields(line)
@@ -190,7 +216,7 @@ func (a *Authenticator) Authenticate(authorization string) (*Principal, error) {
 	if !ok || token == "" {
 		return nil, fmt.Errorf("%w: send Authorization: Bearer <API key or JWT>", errkind.Unauthenticated)
 	}
-	if strings.Count(token, ".") == 2 && len(a.jwtKeys) > 0 {
+	if strings.Count(token, ".") == 2 && (len(a.jwtKeys) > 0 || a.jwks != nil) {
 		return a.verifyJWT(token)
 	}
 	// Every key is compared, in constant time, so timing tells nothing of
@@ -276,18 +302,35 @@ type claims struct {
 // reported is the most relevant one — a claims error (expired, issuer…)
 // from a key that verified the signature, else an invalid signature from
 // keys of the token's type, else "no configured key fits alg X" or a
-// malformed token; never a key of another type's complaint.
+// malformed token; never a key of another type's complaint. Of the JWKS's
+// keys only those of the token's kid are tried (all that fit, without one).
 func (a *Authenticator) verifyJWT(token string) (*Principal, error) {
 	var c claims
+	var jwksErr error
 	_, err := a.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
 		alg := t.Method.Alg()
 		keys := a.keysByAlg[alg]
+		if a.jwks != nil {
+			kid, ok := t.Header["kid"].(string)
+			if !ok && t.Header["kid"] != nil {
+				return nil, errors.New("the JWT header's kid is not a string")
+			}
+			var fromJWKS []jwt.VerificationKey
+			if fromJWKS, jwksErr = a.jwks.keysFor(alg, kid); jwksErr != nil && len(keys) == 0 {
+				return nil, jwksErr
+			}
+			keys = append(slices.Clip(keys), fromJWKS...)
+		}
 		if len(keys) == 0 {
 			return nil, fmt.Errorf("no configured key fits alg %s", alg)
 		}
 		return jwt.VerificationKeySet{Keys: keys}, nil
 	})
 	if err != nil {
+		if jwksErr != nil && errors.Is(err, jwt.ErrTokenSignatureInvalid) {
+			// The PEM keys tried did not verify it; nor could the JWKS.
+			err = fmt.Errorf("%w; %w", err, jwksErr)
+		}
 		return nil, fmt.Errorf("%w: the JWT is not valid: %w", errkind.Unauthenticated, err)
 	}
 	var known []string
