@@ -30,6 +30,7 @@ type config struct {
 
 	APIKeys     []string
 	JWTKeysFile string
+	JWTJWKSURL  string
 	JWTIssuer   string
 	JWTAudience string
 	StoreLimits store.Limits
@@ -100,6 +101,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	apiKeys := fs.String("api-keys", "", `API keys, ";"-separated entries "name sha256-hex scope[,scope…]" (the key's SHA-256, never the key)`)
 	apiKeysFile := fs.String("api-keys-file", "", "file of API keys, one entry per line as in --api-keys")
 	fs.StringVar(&c.JWTKeysFile, "jwt-keys-file", "", "PEM file of the public keys (RSA, ECDSA, Ed25519) that sign valid JWTs")
+	fs.StringVar(&c.JWTJWKSURL, "jwt-jwks-url", "", "URL of the JWKS whose keys sign valid JWTs (an identity provider's jwks_uri), fetched hourly and when a token names an unknown key")
 	fs.StringVar(&c.JWTIssuer, "jwt-issuer", "", "iss a JWT must carry (empty: any)")
 	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "aud a JWT must carry (empty: any)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
@@ -205,8 +207,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 		c.APIKeys = append(c.APIKeys, lines...)
 	}
-	if c.Mode == "prod" && len(c.APIKeys) == 0 && c.JWTKeysFile == "" {
-		return c, fmt.Errorf("--mode prod needs authentication: set --api-keys, --api-keys-file or --jwt-keys-file")
+	if c.Mode == "prod" && len(c.APIKeys) == 0 && c.JWTKeysFile == "" && c.JWTJWKSURL == "" {
+		return c, fmt.Errorf("--mode prod needs authentication: set --api-keys, --api-keys-file, --jwt-keys-file or --jwt-jwks-url")
+	}
+	if u, err := url.Parse(c.JWTJWKSURL); c.JWTJWKSURL != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "") {
+		return c, fmt.Errorf("--jwt-jwks-url %q: must be an https (or http) URL such as https://idp.example.com/.well-known/jwks.json", c.JWTJWKSURL)
 	}
 	c.StoreLimits.MaxAddBytes = store.DefaultLimits.MaxAddBytes
 

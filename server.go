@@ -85,13 +85,16 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	if err != nil {
 		return err
 	}
-	authn, err := newAuthenticator(cfg)
+	authn, err := newAuthenticator(cfg, log)
 	if err != nil {
 		return err
 	}
 	catalogCtx, stopCatalog := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCatalog()
 	go catalog.Run(catalogCtx, cfg.FeatureRefresh)
+	authCtx, stopAuth := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAuth()
+	go authn.Run(authCtx)
 
 	gql, err := graph.NewHandler(graph.Config{
 		Store: st, Catalog: catalog, Auth: authn, Loader: cfg.Loader, Limits: cfg.Limits, Subscriptions: cfg.Subscriptions,
@@ -155,9 +158,10 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	return nil
 }
 
-// newAuthenticator reads the configured API keys and JWT keys.
-func newAuthenticator(cfg config) (*auth.Authenticator, error) {
-	ac := auth.Config{APIKeys: cfg.APIKeys, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience}
+// newAuthenticator reads the configured API keys and JWT keys, and fetches
+// the JWKS's.
+func newAuthenticator(cfg config, log *slog.Logger) (*auth.Authenticator, error) {
+	ac := auth.Config{APIKeys: cfg.APIKeys, JWKSURL: cfg.JWTJWKSURL, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Log: log}
 	if cfg.JWTKeysFile != "" {
 		b, err := os.ReadFile(cfg.JWTKeysFile)
 		if err != nil {
