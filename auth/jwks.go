@@ -248,15 +248,20 @@ func (j *jwks) keysFor(alg, kid string) ([]jwt.VerificationKey, error) {
 	if loaded == nil || (kid != "" && !hasKid(*loaded, kid)) {
 		err := j.refresh(true)
 		rateLimited := errors.Is(err, errJWKSRateLimited)
+		// Why a fetch failed goes to the log, not to the caller: it can
+		// name hosts and addresses of the network the gateway is on.
+		if err != nil && !rateLimited {
+			j.log.Warn("JWKS fetch for a token's key failed", "kid", kid, "err", err)
+		}
 		switch loaded = j.keys.Load(); {
 		case loaded == nil && rateLimited:
-			return nil, fmt.Errorf("the JWKS has not loaded yet, and is fetched again at most every %v: %w", j.policy.MinInterval, j.lastError())
+			return nil, fmt.Errorf("the identity provider's keys (--jwt-jwks-url) have not loaded yet, and are fetched again at most every %v; the gateway's log says why", j.policy.MinInterval)
 		case loaded == nil:
-			return nil, err
+			return nil, errors.New("the identity provider's keys (--jwt-jwks-url) could not be fetched; the gateway's log says why")
 		case kid != "" && !hasKid(*loaded, kid) && rateLimited:
 			return nil, fmt.Errorf("the JWKS at %s has no key %q (a token with an unknown key fetches it again at most every %v)", j.url, kid, j.policy.MinInterval)
 		case kid != "" && !hasKid(*loaded, kid) && err != nil:
-			return nil, fmt.Errorf("no key %q in the JWKS fetched before, and fetching it again failed: %w", kid, err)
+			return nil, fmt.Errorf("no key %q among the identity provider's keys fetched before, and fetching them again failed; the gateway's log says why", kid)
 		}
 	}
 	var out []jwt.VerificationKey

@@ -352,16 +352,25 @@ func TestJWKSUnavailable(t *testing.T) {
 			var log bytes.Buffer
 			var logMu sync.Mutex
 			a := jwksAuthenticator(t, p, Config{Log: slog.New(slog.NewTextHandler(&lockedWriter{&logMu, &log}, nil))})
-			logMu.Lock()
-			logged := log.String()
-			logMu.Unlock()
-			if !strings.Contains(logged, tc.want) || !strings.Contains(logged, "refused until it loads") {
-				t.Errorf("logged %q, want it to say %q", logged, tc.want)
+			logged := func() string {
+				logMu.Lock()
+				defer logMu.Unlock()
+				return log.String()
 			}
-			// The first token fetches again, and says why it failed;
-			// the next ones, within the minute, say it has not loaded.
-			refuse(t, a, s.token(t, tokenClaims(nil)), tc.want)
-			refuse(t, a, s.token(t, tokenClaims(nil)), "the JWKS has not loaded yet, and is fetched again at most every 1m0s: the JWKS at "+p.jwksURL())
+			if !strings.Contains(logged(), tc.want) || !strings.Contains(logged(), "refused until it loads") {
+				t.Errorf("logged %q, want it to say %q", logged(), tc.want)
+			}
+			// The first token fetches again, and is told the fetch failed,
+			// while the log says why; the next ones, within the minute,
+			// are told the keys have not loaded.
+			logMu.Lock()
+			log.Reset()
+			logMu.Unlock()
+			refuse(t, a, s.token(t, tokenClaims(nil)), "the identity provider's keys (--jwt-jwks-url) could not be fetched; the gateway's log says why")
+			if !strings.Contains(logged(), "JWKS fetch for a token's key failed") || !strings.Contains(logged(), tc.want) {
+				t.Errorf("after a token's fetch failed, logged %q, want it to say %q", logged(), tc.want)
+			}
+			refuse(t, a, s.token(t, tokenClaims(nil)), "the identity provider's keys (--jwt-jwks-url) have not loaded yet, and are fetched again at most every 1m0s; the gateway's log says why")
 			if tc.name == "unreachable" {
 				return
 			}
@@ -387,7 +396,7 @@ func TestJWKSUnavailable(t *testing.T) {
 			t.Fatalf("the first fetch took %v", took)
 		}
 		var timeout net.Error
-		if _, err := j.keysFor("RS256", "k1"); !errors.As(err, &timeout) || !timeout.Timeout() || !strings.Contains(err.Error(), "did not answer") {
+		if err := j.lastError(); !errors.As(err, &timeout) || !timeout.Timeout() || !strings.Contains(err.Error(), "did not answer") {
 			t.Fatalf("err = %v, want a timeout", err)
 		}
 	})
