@@ -660,8 +660,16 @@ func (p *promServer) rules(t *testing.T) []promRule {
 	return out
 }
 
+// matcherLabel finds the label names of a selector's matchers, once its
+// strings are emptied.
+var (
+	matcherLabel = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
+	promString   = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+)
+
 // mustReturnSeries fails the test unless expr, and every selector in it,
-// returns at least one series.
+// returns at least one series, and every label a selector matches on is a
+// label of its metric: `error_typ!="canceled"` matches every series.
 func (p *promServer) mustReturnSeries(t *testing.T, what, expr string) {
 	t.Helper()
 	if r := p.query(t, expr); len(r) == 0 {
@@ -671,6 +679,22 @@ func (p *promServer) mustReturnSeries(t *testing.T, what, expr string) {
 	for _, sel := range selectors(expr) {
 		if r := p.query(t, sel); len(r) == 0 {
 			t.Errorf("%s: its selector %s matches no series", what, sel)
+			continue
+		}
+		name, matchers, ok := strings.Cut(sel, "{")
+		if !ok {
+			continue
+		}
+		labels := map[string]bool{}
+		for _, s := range p.query(t, name) {
+			for l := range s.Metric {
+				labels[l] = true
+			}
+		}
+		for _, m := range matcherLabel.FindAllStringSubmatch(promString.ReplaceAllString(matchers, `""`), -1) {
+			if !labels[m[1]] {
+				t.Errorf("%s: its selector %s matches on %s, which no series of %s has", what, sel, m[1], name)
+			}
 		}
 	}
 }
