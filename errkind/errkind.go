@@ -4,7 +4,10 @@
 // know nothing of GraphQL or HTTP.
 package errkind
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// Invalid: the input can never succeed as given. Nothing was written.
@@ -17,8 +20,14 @@ var (
 	// Conflict: the feature exists, or cannot be re-created yet.
 	Conflict = errors.New("conflict")
 	// Unavailable: the database could not answer in time; the call may be
-	// retried.
+	// retried. Its message may carry the driver's words, which only the
+	// log shows.
 	Unavailable = errors.New("unavailable")
+	// Refused is an Unavailable the gateway decides itself: it is shutting
+	// down, at a bound of its own, or its catalog is too old to write
+	// under. Its message is the gateway's, shown as it is, and says what
+	// to do.
+	Refused = fmt.Errorf("%w", Unavailable)
 	// Timeout: the request's deadline passed before it could answer.
 	Timeout = errors.New("timeout")
 	// Unauthenticated: no credentials, or credentials that are not valid.

@@ -217,7 +217,7 @@ func (c *Catalog) suggest(entityType, name, version string) string {
 func (c *Catalog) Fresh() error {
 	if age := c.Age(); age > MaxWriteAge {
 		return fmt.Errorf("%w: the feature catalog was last read from the store %s ago, more than the %s that writes allow (a feature deleted elsewhere could still be written); writes resume once the store answers",
-			errkind.Unavailable, age.Round(time.Second), MaxWriteAge)
+			errkind.Refused, age.Round(time.Second), MaxWriteAge)
 	}
 	return nil
 }

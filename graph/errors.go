@@ -59,9 +59,13 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 				}
 			}
 		case CodeUnavailable:
-			message = "the list store did not answer in time; retry later"
-			if errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, errkind.Refused):
+				message = err.Error()
+			case errors.Is(err, context.Canceled):
 				message = "the request was cancelled"
+			default:
+				message = "the list store did not answer in time; retry later"
 			}
 		case CodeInternal:
 			log.ErrorContext(ctx, "internal error", "path", gqlErr.Path.String(), "err", err)

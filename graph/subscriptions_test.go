@@ -202,6 +202,7 @@ func TestSubscriptionAuthOriginAndBounds(t *testing.T) {
 		c.Auth = authn
 		c.Subscriptions.Origins = []string{"https://app.example.com"}
 		c.Subscriptions.PerConnection = 2
+		c.Subscriptions.MaxLists = 1
 	})
 	subscribeTo := func(feature string) string {
 		return fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u1", feature: %q) { value } }`, g.entityType, feature)
@@ -250,6 +251,16 @@ func TestSubscriptionAuthOriginAndBounds(t *testing.T) {
 	c.subscribe("4", subscribeTo("f"))
 	if f := c.failure("4"); !strings.Contains(f, "--max-subscriptions-per-connection") || !strings.Contains(f, "BAD_USER_INPUT") {
 		t.Fatalf("a third subscription on a connection allowing 2: %s", f)
+	}
+	// A bound of the gateway's own is UNAVAILABLE, and says which.
+	c2, _, err := dial(t, srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.init("r")
+	c2.subscribe("1", fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u2", feature: "f") { value } }`, g.entityType))
+	if f := c2.failure("1"); !strings.Contains(f, "UNAVAILABLE") || !strings.Contains(f, "this gateway watches its limit of 1 lists (--max-watched-lists)") {
+		t.Fatalf("a second list on a gateway watching at most 1: %s", f)
 	}
 
 	// Over HTTP a subscription is refused, saying where to send it.

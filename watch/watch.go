@@ -212,13 +212,13 @@ func (h *Hub) join(ctx context.Context, l store.List, sub *subscriber, wantSnaps
 		h.mu.Lock()
 		if h.closed {
 			h.mu.Unlock()
-			return nil, snapshot{}, fmt.Errorf("%w: the gateway is shutting down; subscribe again", errkind.Unavailable)
+			return nil, snapshot{}, fmt.Errorf("%w: the gateway is shutting down; subscribe again", errkind.Refused)
 		}
 		p := h.pollers[key]
 		if p == nil {
 			if len(h.pollers) >= h.cfg.MaxLists {
 				h.mu.Unlock()
-				return nil, snapshot{}, fmt.Errorf("%w: this gateway watches its limit of %d lists (--max-watched-lists); retry, or on another replica", errkind.Unavailable, h.cfg.MaxLists)
+				return nil, snapshot{}, fmt.Errorf("%w: this gateway watches its limit of %d lists (--max-watched-lists); retry, or on another replica", errkind.Refused, h.cfg.MaxLists)
 			}
 			p = h.newPoller(key, l)
 			h.pollers[key] = p
