@@ -12,9 +12,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -64,6 +69,9 @@ var _ store.Store = (*Store)(nil)
 func Open(cfg Config) (*Store, error) {
 	db, err := pebble.Open(cfg.Dir, &pebble.Options{Logger: quietLogger{}})
 	if err != nil {
+		if inUse := inUseError(cfg.Dir, err); inUse != nil {
+			return nil, inUse
+		}
 		return nil, fmt.Errorf("opening the embedded store in %s: %w", cfg.Dir, err)
 	}
 	s := &Store{db: db, cfg: cfg, now: cfg.Now, stop: make(chan struct{})}
@@ -78,6 +86,43 @@ func Open(cfg Config) (*Store, error) {
 		go s.sweepLoop(cfg.SweepInterval)
 	}
 	return s, nil
+}
+
+// InUseError is Open's error when the folder is held by another process,
+// or by another Store of this one: Pebble locks it for one at a time.
+type InUseError struct {
+	Dir string
+	PID int   // the holder's process id; 0 when it cannot be known
+	Err error // Pebble's
+}
+
+func (e *InUseError) Error() string {
+	switch {
+	case e.PID == os.Getpid():
+		return fmt.Sprintf("the data folder %s is in use by this process already", e.Dir)
+	case e.PID > 0:
+		return fmt.Sprintf("the data folder %s is in use by another listgate process (pid %d)", e.Dir, e.PID)
+	}
+	return fmt.Sprintf("the data folder %s is in use by another listgate process", e.Dir)
+}
+
+func (e *InUseError) Unwrap() error { return e.Err }
+
+// inUseError returns an *InUseError when err is Pebble failing to lock dir,
+// else nil. Pebble reports its own process's lock by message only, and
+// another's by fcntl's bare EAGAIN (EACCES on some systems; an EACCES of a
+// path is a folder this process may not write).
+func inUseError(dir string, err error) error {
+	var pathErr *fs.PathError
+	switch {
+	case strings.Contains(err.Error(), "lock held by current process"):
+		return &InUseError{Dir: dir, PID: os.Getpid(), Err: err}
+	case errors.As(err, &pathErr):
+		return nil
+	case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES):
+		return &InUseError{Dir: dir, PID: lockHolder(filepath.Join(dir, "LOCK")), Err: err}
+	}
+	return nil
 }
 
 // Close stops the sweep and closes the database.

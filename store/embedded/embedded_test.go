@@ -2,6 +2,8 @@ package embedded_test
 
 import (
 	"context"
+	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -91,5 +93,20 @@ func TestPersistent(t *testing.T) {
 	p, err := s.Items(ctx, store.List{Feature: &fs[0], EntityID: "u1"}, store.Range{Limit: 10})
 	if err != nil || len(p.Items) != 1 {
 		t.Fatalf("Items after reopen = %+v, %v", p, err)
+	}
+}
+
+// A folder open in one Store cannot be opened by another: the error says
+// so in words, not as Pebble's lock error, and names the holder.
+func TestOpenTwiceSaysTheFolderIsInUse(t *testing.T) {
+	dir := t.TempDir()
+	open(t, dir, nil)
+	_, err := embedded.Open(embedded.Config{Dir: dir})
+	var inUse *embedded.InUseError
+	if !errors.As(err, &inUse) || inUse.PID != os.Getpid() || inUse.Dir != dir {
+		t.Fatalf("opening the folder again: %#v", err)
+	}
+	if want := "the data folder " + dir + " is in use by this process already"; err.Error() != want {
+		t.Fatalf("error %q, want %q", err, want)
 	}
 }
