@@ -1,4 +1,4 @@
-.PHONY: test bench cassandra-start cassandra-stop
+.PHONY: build test bench cassandra-start cassandra-stop
 
 # Everything CI runs: a real Cassandra, go vet, and all tests with -race.
 test:
@@ -13,3 +13,12 @@ cassandra-start:
 
 cassandra-stop:
 	scripts/cassandra stop
+
+# The listgate command, stamped with its version (git describe) and commit:
+# `listgate --version` prints them. Without Git both stay unstamped.
+VERSION = $(shell git describe --tags --always --dirty 2>/dev/null)
+REVISION = $(shell git rev-parse HEAD 2>/dev/null)
+BIN = bin/listgate
+
+build:
+	go build -ldflags "-X main.version=$(VERSION) -X main.revision=$(REVISION)" -o $(BIN) .

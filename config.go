@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -61,19 +62,32 @@ type config struct {
 	PprofListen         string
 	GCPercent           int
 	MemoryLimit         byteSize
+
+	PrintVersion bool // --version: print the version and exit
 }
 
 // byteSize is a flag of bytes: 1048576, 512KiB, 64MiB or 1GiB.
 type byteSize int64
 
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+// byteUnits are the suffixes of a byteSize, largest first.
+var byteUnits = []struct {
+	suffix string
+	size   int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}}
+
+// String writes the size in its largest whole unit, as --help shows it.
+func (b *byteSize) String() string {
+	for _, u := range byteUnits {
+		if *b != 0 && int64(*b)%u.size == 0 {
+			return strconv.FormatInt(int64(*b)/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}
 
 func (b *byteSize) Set(s string) error {
 	n, unit := s, int64(1)
-	for _, u := range []struct {
-		suffix string
-		size   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+	for _, u := range byteUnits {
 		if v, ok := strings.CutSuffix(s, u.suffix); ok {
 			n, unit = v, u.size
 			break
@@ -93,10 +107,21 @@ func envName(flagName string) string {
 	return "LISTGATE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	var c config
+// commandOnly are the flags no environment variable sets: a LISTGATE_VERSION
+// that deployment tooling sets to a release name must not stop the gateway.
+var commandOnly = map[string]bool{"version": true}
+
+// flagText are the flags parseConfig reads as text and turns into settings.
+type flagText struct {
+	apiKeys, apiKeysFile, hosts, readCL, writeCL, origins *string
+}
+
+// newFlagSet defines every flag, each setting its part of c.
+func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs := flag.NewFlagSet("listgate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The caller reports a bad flag; the whole usage is for --help alone.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&c.Mode, "mode", "dev", "dev: auth optional, playground and introspection on; prod: refuses to start without auth, playground and introspection off unless set, JSON logs")
 	apiKeys := fs.String("api-keys", "", `API keys, ";"-separated entries "name sha256-hex scope[,scope…]" (the key's SHA-256, never the key)`)
 	apiKeysFile := fs.String("api-keys-file", "", "file of API keys, one entry per line as in --api-keys")
@@ -139,7 +164,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.Limits.QueryCacheBytes, "query-cache-bytes", graph.DefaultLimits.QueryCacheBytes, "memory for parsed GraphQL documents, estimated")
 	fs.IntVar(&c.Limits.APQCacheBytes, "apq-cache-bytes", graph.DefaultLimits.APQCacheBytes, "memory for automatic persisted queries")
 	c.MemoryLimit = 1 << 30
-	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap (e.g. 1GiB; about 3/4 of the memory the process may use; GOMEMLIMIT, when set, wins): the garbage collector works harder as the heap nears it")
+	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap, a `size` (e.g. 1GiB; about 3/4 of the memory the process may use; GOMEMLIMIT, when set, wins): the garbage collector works harder as the heap nears it")
 	fs.IntVar(&c.StoreLimits.MaxAddItems, "max-add-items", 1000, "most items in one addListItems")
 	fs.IntVar(&c.StoreLimits.MaxValueBytes, "max-value-bytes", store.DefaultLimits.MaxValueBytes, "largest item value, in bytes (at most 65000: Cassandra cannot index more)")
 	fs.DurationVar(&c.Subscriptions.Poll, "subscription-poll", graph.DefaultSubscriptions.Poll, "how often a watched list is polled for new items (one single-partition query per list)")
@@ -154,18 +179,38 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.BoolVar(&c.CORSCredentials, "cors-allow-credentials", false, "let allowed origins send cookies and HTTP auth (never with *)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long in-flight requests may finish after SIGINT or SIGTERM")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log lines as text or json")
-	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "least severe level logged: debug, info (a line per GraphQL request), warn or error")
+	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "least severe `level` logged: debug, info (a line per GraphQL request), warn or error")
 	fs.DurationVar(&c.SlowQuery, "slow-query", 250*time.Millisecond, "log CQL statements slower than this (0: never)")
 	fs.IntVar(&c.GCPercent, "gc-percent", 400, "Go garbage collector target (GOGC) unless GOGC is set; the live heap is small and requests allocate, so 400 halves GC work per request")
-	fs.StringVar(&c.PprofListen, "pprof-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); empty: off")
+	fs.StringVar(&c.PprofListen, "pprof-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060), never on the public listener; empty: off")
+	fs.BoolVar(&c.PrintVersion, "version", false, "print the version, the VCS revision and the Go version, then exit")
+	return fs, flagText{apiKeys, apiKeysFile, hosts, readCL, writeCL, origins}
+}
 
+// parseConfig reads the flags of args, then the variables of the flags not
+// given. On --help (or -h) it writes the usage to help and returns
+// flag.ErrHelp; on --version it returns at once, with PrintVersion set.
+func parseConfig(args []string, getenv func(string) string, help io.Writer) (config, error) {
+	var c config
+	fs, text := newFlagSet(&c)
+	apiKeys, apiKeysFile, hosts, readCL, writeCL, origins := text.apiKeys, text.apiKeysFile, text.hosts, text.readCL, text.writeCL, text.origins
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		if errors.Is(err, flag.ErrHelp) {
+			writeUsage(help, fs)
+			return c, err
+		}
+		return c, fmt.Errorf("%w (listgate --help lists the flags)", err)
+	}
+	if c.PrintVersion {
+		return c, nil
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
+		if commandOnly[f.Name] {
+			return
+		}
 		if v := getenv(envName(f.Name)); v != "" && !set[f.Name] && envErr == nil {
 			if err := fs.Set(f.Name, v); err != nil {
 				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
@@ -293,4 +338,69 @@ func checkOrigins(origins []string, credentials bool) error {
 		}
 	}
 	return nil
+}
+
+// writeUsage writes what --help shows: every flag with its environment
+// variable and its default.
+func writeUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, `Usage: listgate [flags]
+
+listgate serves the list features of a feature store over GraphQL, on
+ScyllaDB or Cassandra (--cql-hosts) or, without them, on an embedded store
+(--data-dir).
+
+Every flag can also be set by the environment variable in brackets after
+it; a flag on the command line wins over its variable.
+
+`)
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, text := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if typ != "" {
+			line += " " + typ
+		}
+		var notes []string
+		if !commandOnly[f.Name] {
+			notes = append(notes, envName(f.Name))
+		}
+		switch {
+		case f.DefValue == "" || commandOnly[f.Name]:
+		case typ == "string":
+			notes = append(notes, fmt.Sprintf("default %q", f.DefValue))
+		default:
+			notes = append(notes, "default "+f.DefValue)
+		}
+		if len(notes) > 0 {
+			line += "  (" + strings.Join(notes, ", ") + ")"
+		}
+		fmt.Fprintln(w, line)
+		fmt.Fprint(w, wrap(text, "      ", 80))
+	})
+	fmt.Fprint(w, "  -h, --help\n      print this and exit\n")
+}
+
+// wrap breaks text into lines of at most width columns (a longer word
+// stands alone), each starting with indent.
+func wrap(text, indent string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, word := range strings.Fields(text) {
+		switch {
+		case n == 0:
+		case n+1+len(word) > width:
+			b.WriteString("\n")
+			n = 0
+		default:
+			b.WriteString(" ")
+			n++
+		}
+		if n == 0 {
+			b.WriteString(indent)
+			n = len(indent)
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	b.WriteString("\n")
+	return b.String()
 }

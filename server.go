@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -45,8 +46,14 @@ func main() {
 
 // run serves until ctx ends, then shuts down gracefully.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseConfig(args, getenv, stderr)
-	if err != nil {
+	cfg, err := parseConfig(args, getenv, stdout)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil // the usage is written
+	case err != nil:
+		return err
+	case cfg.PrintVersion:
+		_, err := fmt.Fprint(stdout, readBuild())
 		return err
 	}
 	if getenv("GOGC") == "" {
@@ -79,6 +86,10 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	}
 	defer st.Close()
 	if st, err = store.Instrument(st, tel.MeterProvider); err != nil {
+		return err
+	}
+	build := readBuild()
+	if err := observeBuild(tel.MeterProvider, build); err != nil {
 		return err
 	}
 	catalog, err := features.New(ctx, st, log, tel.MeterProvider)

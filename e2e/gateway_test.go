@@ -103,13 +103,7 @@ func startGateway(t *testing.T, env ...string) *gateway {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LISTGATE_") && !strings.HasPrefix(kv, "OTEL_") &&
-			!strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env,
+	cmd.Env = append(cleanEnv(),
 		"LISTGATE_LISTEN=127.0.0.1:0",
 		"LISTGATE_DATA_DIR="+t.TempDir(),
 		"LISTGATE_LOG_LEVEL=warn", // no line per request: some tests send thousands
@@ -154,6 +148,19 @@ func startGateway(t *testing.T, env ...string) *gateway {
 	t.Cleanup(g.client.CloseIdleConnections)
 	g.alive()
 	return g
+}
+
+// cleanEnv is the test's environment without what would configure a
+// gateway: LISTGATE_*, OTEL_*, GOGC and GOMEMLIMIT.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LISTGATE_") && !strings.HasPrefix(kv, "OTEL_") &&
+			!strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // stop ends a gateway still running when its test ends. After a test that

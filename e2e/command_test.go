@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/listgate/listgate/internal/testenv"
+)
+
+// runCommand runs a listgate binary to its end with args and env (after
+// cleanEnv), and returns what it wrote and its exit code. One that is
+// still running after 30 s is killed and fails the test.
+func runCommand(t *testing.T, bin string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(cleanEnv(), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("listgate %s still ran after 30 s; it wrote:\n%s%s", strings.Join(args, " "), out.String(), errOut.String())
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+func builtBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := gatewayBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// --version prints three lines and exits 0. Built by `make build` it shows
+// the `git describe` version and the commit; built by `go build` it shows
+// what the toolchain recorded, or dev.
+func TestVersion(t *testing.T) {
+	goLine := fmt.Sprintf("go       %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	check := func(bin string) []string {
+		t.Helper()
+		out, errOut, code := runCommand(t, bin, []string{"LISTGATE_VERSION=v9.9.9"}, "--version")
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if code != 0 || errOut != "" || len(lines) != 3 || !strings.HasPrefix(lines[0], "listgate ") ||
+			!strings.HasPrefix(lines[1], "revision ") || lines[2] != goLine {
+			t.Fatalf("%s --version exited %d, wrote:\n%s\nand on stderr:\n%s", bin, code, out, errOut)
+		}
+		return lines
+	}
+	check(builtBinary(t))
+
+	makeProgram := testenv.Program(t, "make", "GNU make, for `make build`")
+	git := testenv.Program(t, "git", "Git, which `make build` asks for the version")
+	bin := filepath.Join(t.TempDir(), "listgate")
+	build := exec.Command(makeProgram, "build", "BIN="+bin)
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	describe, err := exec.Command(git, "-C", "..", "describe", "--tags", "--always", "--dirty").Output()
+	if err != nil {
+		t.Fatalf("git describe: %v", err)
+	}
+	head, err := exec.Command(git, "-C", "..", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v", err)
+	}
+	lines := check(bin)
+	if lines[0] != "listgate "+strings.TrimSpace(string(describe)) || !strings.HasPrefix(lines[1], "revision "+strings.TrimSpace(string(head))) {
+		t.Fatalf("make build's binary says\n%s\nnot version %s, revision %s", strings.Join(lines, "\n"), describe, head)
+	}
+}
+
+// --help and -h write the usage to stdout and exit 0; a wrong flag exits
+// 1 with one line saying so.
+func TestHelp(t *testing.T) {
+	bin := builtBinary(t)
+	for _, arg := range []string{"--help", "-h"} {
+		out, errOut, code := runCommand(t, bin, nil, arg)
+		if code != 0 || errOut != "" || !strings.Contains(out, "wins over its variable") ||
+			!strings.Contains(out, "--cql-hosts string  (LISTGATE_CQL_HOSTS)") {
+			t.Fatalf("%s exited %d, wrote:\n%.600s\nand on stderr:\n%s", arg, code, out, errOut)
+		}
+	}
+	out, errOut, code := runCommand(t, bin, nil, "--cql-host", "10.0.0.1")
+	if want := "listgate: flag provided but not defined: -cql-host (listgate --help lists the flags)\n"; code != 1 || out != "" || errOut != want {
+		t.Fatalf("a misspelt flag exited %d, wrote %q and on stderr %q, want %q", code, out, errOut, want)
+	}
+}
