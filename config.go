@@ -60,6 +60,7 @@ type config struct {
 	LogLevel            slog.Level
 	SlowQuery           time.Duration
 	PprofListen         string
+	MetricsListen       string
 	GCPercent           int
 	MemoryLimit         byteSize
 
@@ -183,6 +184,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.DurationVar(&c.SlowQuery, "slow-query", 250*time.Millisecond, "log CQL statements slower than this (0: never)")
 	fs.IntVar(&c.GCPercent, "gc-percent", 400, "Go garbage collector target (GOGC) unless GOGC is set; the live heap is small and requests allocate, so 400 halves GC work per request")
 	fs.StringVar(&c.PprofListen, "pprof-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060), never on the public listener; empty: off")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve /metrics on this address (e.g. 127.0.0.1:9090) and not on --listen; empty: on --listen. With the same address as --pprof-listen, one listener serves both")
 	fs.BoolVar(&c.PrintVersion, "version", false, "print the version, the VCS revision and the Go version, then exit")
 	return fs, flagText{apiKeys, apiKeysFile, hosts, readCL, writeCL, origins}
 }

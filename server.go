@@ -132,12 +132,15 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	if err != nil {
 		return err
 	}
-	if cfg.PprofListen != "" {
-		// Profiles stay off the public listener: they reveal internals.
-		go func() {
-			log.Warn("pprof listener stopped", "err", http.ListenAndServe(cfg.PprofListen, pprofMux()))
-		}()
+	ops, err := listenOps(cfg, tel, log)
+	if err != nil {
+		ln.Close()
+		return err
 	}
+	// The operators' listeners outlive the public one's draining, so
+	// /metrics shows it.
+	defer ops.close()
+	log.Info("listgate serving", startupAttrs(cfg, build, ln.Addr().String(), ops)...)
 	fmt.Fprintf(stdout, "listgate serving http://%s (playground at /, GraphQL at /graphql)\n", ln.Addr())
 
 	errc := make(chan error, 1)
@@ -219,9 +222,68 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 	return s, nil
 }
 
-// pprofMux serves net/http/pprof's profiles.
-func pprofMux() http.Handler {
-	mux := http.NewServeMux()
+// opsListeners are the operators' own listeners, off the public one:
+// /metrics on --metrics-listen, Go's profiles on --pprof-listen, and both on
+// one listener when the two flags name one address. Profiles are never
+// served unless --pprof-listen asks: they reveal internals and a CPU profile
+// or trace costs the gateway while it runs.
+type opsListeners struct {
+	servers        []*http.Server
+	metrics, pprof string // the addresses serving /metrics and the profiles; "" when none
+}
+
+func listenOps(cfg config, tel *telemetry.Telemetry, log *slog.Logger) (*opsListeners, error) {
+	o := &opsListeners{}
+	open := func(flags, addr string, h http.Handler) (string, error) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			o.close()
+			return "", fmt.Errorf("%s: %w", flags, err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		o.servers = append(o.servers, srv)
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				log.Warn("listener stopped", "flags", flags, "addr", ln.Addr().String(), "err", err)
+			}
+		}()
+		return ln.Addr().String(), nil
+	}
+	metricsMux := func(mux *http.ServeMux) *http.ServeMux {
+		mux.Handle("GET /metrics", tel.MetricsHandler())
+		return mux
+	}
+	var err error
+	switch {
+	case cfg.MetricsListen != "" && cfg.MetricsListen == cfg.PprofListen:
+		if o.metrics, err = open("--metrics-listen and --pprof-listen", cfg.MetricsListen, pprofRoutes(metricsMux(http.NewServeMux()))); err != nil {
+			return nil, err
+		}
+		o.pprof = o.metrics
+		return o, nil
+	case cfg.MetricsListen != "":
+		if o.metrics, err = open("--metrics-listen", cfg.MetricsListen, metricsMux(http.NewServeMux())); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.PprofListen != "" {
+		if o.pprof, err = open("--pprof-listen", cfg.PprofListen, pprofRoutes(http.NewServeMux())); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// close stops the listeners at once: a scrape is quick, and a profile
+// still running is of a process that is going away.
+func (o *opsListeners) close() {
+	for _, srv := range o.servers {
+		srv.Close()
+	}
+}
+
+// pprofRoutes adds net/http/pprof's profiles to mux.
+func pprofRoutes(mux *http.ServeMux) *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
@@ -233,7 +295,9 @@ func pprofMux() http.Handler {
 func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Telemetry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", withCORS(cfg, gql))
-	mux.Handle("GET /metrics", tel.MetricsHandler())
+	if cfg.MetricsListen == "" {
+		mux.Handle("GET /metrics", tel.MetricsHandler())
+	}
 	if cfg.Playground {
 		page := playground.Handler()
 		mux.Handle("GET /{$}", page)

@@ -33,6 +33,12 @@ func start(t *testing.T, args ...string) string {
 // startWith is start with telemetry options (a span recorder, say).
 func startWith(t *testing.T, opts telemetry.Options, args ...string) string {
 	t.Helper()
+	return startLogging(t, opts, telemetry.NewLogger(gatewaytest.Log{T: t}, "text", slog.LevelWarn), args...)
+}
+
+// startLogging is startWith logging to log.
+func startLogging(t *testing.T, opts telemetry.Options, log *slog.Logger, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := gatewaytest.NewAddrWriter()
 	done := make(chan error, 1)
@@ -48,7 +54,7 @@ func startWith(t *testing.T, opts telemetry.Options, args ...string) string {
 			done <- err
 			return
 		}
-		done <- serve(ctx, cfg, tel, telemetry.NewLogger(gatewaytest.Log{T: t}, "text", slog.LevelWarn), out)
+		done <- serve(ctx, cfg, tel, log, out)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+)
+
+// startupAttrs are the fields of the one line logged at start-up: what an
+// operator reading the log must know first about this process.
+func startupAttrs(cfg config, b build, listen string, ops *opsListeners) []any {
+	metrics, pprof := listen, "off"
+	if ops.metrics != "" {
+		metrics = ops.metrics
+	}
+	if ops.pprof != "" {
+		pprof = ops.pprof
+	}
+	return []any{
+		"version", b.Version,
+		"mode", cfg.Mode,
+		slog.Group("store", storeAttrs(cfg)...),
+		"listen", listen,
+		"auth", authMethod(cfg),
+		"metrics_listen", metrics,
+		"pprof_listen", pprof,
+	}
+}
+
+// storeAttrs say which store serves: the embedded one's folder, or the
+// cluster, keyspace, local data centre and consistency levels.
+func storeAttrs(cfg config) []any {
+	if len(cfg.CQLHosts) == 0 {
+		dir, err := filepath.Abs(cfg.DataDir)
+		if err != nil {
+			dir = cfg.DataDir
+		}
+		return []any{"kind", "embedded", "data_dir", dir}
+	}
+	return []any{
+		"kind", "cql",
+		"hosts", strings.Join(cfg.CQLHosts, ","),
+		"keyspace", cfg.CQLKeyspace,
+		"local_dc", cfg.CQLLocalDC,
+		"read_consistency", cfg.CQLReadConsistency.String(),
+		"write_consistency", cfg.CQLWriteConsistency.String(),
+	}
+}
+
+// authMethod says how callers are authenticated. Without keys of any kind
+// every caller has every scope, which only --mode dev allows.
+func authMethod(cfg config) string {
+	var methods []string
+	if n := len(cfg.APIKeys); n > 0 {
+		methods = append(methods, fmt.Sprintf("API keys (%d)", n))
+	}
+	if cfg.JWTKeysFile != "" {
+		methods = append(methods, "JWT (keys file "+cfg.JWTKeysFile+")")
+	}
+	if len(methods) == 0 {
+		return "none (dev)"
+	}
+	return strings.Join(methods, ", ")
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/telemetry"
+)
+
+// syncBuffer is a log a gateway writes while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// startupLine starts the gateway with args, logging JSON at Info, and
+// returns its base URL and the fields of its one start-up line.
+func startupLine(t *testing.T, args ...string) (string, map[string]any) {
+	t.Helper()
+	var logs syncBuffer
+	base := startLogging(t, telemetry.Options{}, telemetry.NewLogger(&logs, "json", slog.LevelInfo), args...)
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	var found []map[string]any
+	for line := range strings.SplitSeq(logs.buf.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "listgate serving" {
+			found = append(found, m)
+		}
+	}
+	if len(found) != 1 || found[0]["level"] != "INFO" {
+		t.Fatalf("start-up lines: %v; the log:\n%s", found, logs.buf.String())
+	}
+	return base, found[0]
+}
+
+// The start-up line says the version, the mode, the store and its folder,
+// the listener, how callers authenticate and where /metrics and the
+// profiles are served.
+func TestStartupLineSaysWhatRuns(t *testing.T) {
+	sum := sha256.Sum256([]byte("the-key"))
+	key := "ops " + hex.EncodeToString(sum[:]) + " lists:read"
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keysFile := filepath.Join(t.TempDir(), "jwt.pem")
+	if err := os.WriteFile(keysFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, mode, auth string
+		args             []string
+	}{
+		{"dev without keys", "dev", "none (dev)", nil},
+		{"dev with an API key", "dev", "API keys (1)", []string{"--api-keys", key}},
+		{"prod with keys and JWTs", "prod", "API keys (2), JWT (keys file " + keysFile + ")", []string{"--mode", "prod", "--api-keys", key + ";" + key, "--jwt-keys-file", keysFile}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base, line := startupLine(t, append([]string{"--data-dir", dir}, c.args...)...)
+			want := map[string]any{
+				"version": readBuild().Version, "mode": c.mode, "auth": c.auth,
+				"store":  map[string]any{"kind": "embedded", "data_dir": dir},
+				"listen": strings.TrimPrefix(base, "http://"), "metrics_listen": strings.TrimPrefix(base, "http://"), "pprof_listen": "off",
+			}
+			for k, v := range want {
+				if fmt.Sprint(line[k]) != fmt.Sprint(v) {
+					t.Errorf("%s = %v, want %v", k, line[k], v)
+				}
+			}
+		})
+	}
+}
+
+// On a cluster the line names its hosts, keyspace, local data centre and
+// consistency levels.
+func TestStartupLineNamesTheCluster(t *testing.T) {
+	cfg := cqltest.Config(t)
+	hosts := strings.Join(cfg.Hosts, ",")
+	_, line := startupLine(t, "--cql-hosts", hosts, "--cql-keyspace", cfg.Keyspace, "--cql-timeout", "10s",
+		"--cql-read-consistency", "one", "--cql-write-consistency", "QUORUM")
+	want := map[string]any{"kind": "cql", "hosts": hosts, "keyspace": cfg.Keyspace, "local_dc": "", "read_consistency": "ONE", "write_consistency": "QUORUM"}
+	if fmt.Sprint(line["store"]) != fmt.Sprint(want) {
+		t.Errorf("store = %v, want %v", line["store"], want)
+	}
+}
+
+// With --metrics-listen, /metrics moves there, off the public listener;
+// the profiles join it only when --pprof-listen names the same address.
+func TestMetricsListen(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		args        []string
+		pprofShared bool
+	}{
+		{"metrics alone", []string{"--metrics-listen", "127.0.0.1:0"}, false},
+		{"metrics and profiles on one address", []string{"--metrics-listen", "127.0.0.1:0", "--pprof-listen", "127.0.0.1:0"}, true},
+		{"metrics and profiles on two", []string{"--metrics-listen", "127.0.0.1:0", "--pprof-listen", "localhost:0"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base, line := startupLine(t, append([]string{"--data-dir", t.TempDir()}, c.args...)...)
+			metrics, _ := line["metrics_listen"].(string)
+			pprof, _ := line["pprof_listen"].(string)
+			if metrics == "" || "http://"+metrics == base || (pprof == metrics) != c.pprofShared {
+				t.Fatalf("metrics_listen %q, pprof_listen %q, public %s", metrics, pprof, base)
+			}
+			if status, body := get(t, "http://"+metrics+"/metrics"); status != http.StatusOK || !strings.Contains(body, "listgate_build_info{") {
+				t.Errorf("/metrics on --metrics-listen: %d %.200s", status, body)
+			}
+			if status, _ := get(t, base+"/metrics"); status != http.StatusNotFound {
+				t.Errorf("/metrics on the public listener: %d, want 404", status)
+			}
+			if status, _ := get(t, "http://"+metrics+"/graphql"); status != http.StatusNotFound {
+				t.Errorf("/graphql on --metrics-listen: %d, want 404", status)
+			}
+			want := http.StatusNotFound
+			if c.pprofShared {
+				want = http.StatusOK
+			}
+			if status, _ := get(t, "http://"+metrics+"/debug/pprof/"); status != want {
+				t.Errorf("/debug/pprof/ on --metrics-listen: %d, want %d", status, want)
+			}
+			if pprof != "off" && pprof != metrics {
+				if status, _ := get(t, "http://"+pprof+"/debug/pprof/"); status != http.StatusOK {
+					t.Errorf("/debug/pprof/ on --pprof-listen: %d", status)
+				}
+			}
+		})
+	}
+}
