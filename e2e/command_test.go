@@ -103,3 +103,16 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("a misspelt flag exited %d, wrote %q and on stderr %q, want %q", code, out, errOut, want)
 	}
 }
+
+// A second gateway on the data folder of a running one exits 1 saying
+// which process holds it; the first goes on serving.
+func TestDataFolderInUse(t *testing.T) {
+	dir := t.TempDir()
+	first := startGateway(t, "LISTGATE_DATA_DIR="+dir)
+	_, errOut, code := runCommand(t, builtBinary(t), []string{"LISTGATE_LISTEN=127.0.0.1:0"}, "--data-dir", dir)
+	want := fmt.Sprintf("listgate: the data folder %s is in use by another listgate process (pid %d); stop it, or use --data-dir to name another folder\n", dir, first.cmd.Process.Pid)
+	if code != 1 || errOut != want {
+		t.Fatalf("the second gateway exited %d and wrote %q, want %q", code, errOut, want)
+	}
+	first.alive()
+}
