@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"strings"
 )
@@ -55,8 +56,19 @@ func authMethod(cfg config) string {
 	if n := len(cfg.APIKeys); n > 0 {
 		methods = append(methods, fmt.Sprintf("API keys (%d)", n))
 	}
+	var jwtKeys []string
 	if cfg.JWTKeysFile != "" {
-		methods = append(methods, "JWT (keys file "+cfg.JWTKeysFile+")")
+		jwtKeys = append(jwtKeys, "keys file "+cfg.JWTKeysFile)
+	}
+	if cfg.JWTJWKSURL != "" {
+		u := cfg.JWTJWKSURL
+		if parsed, err := url.Parse(u); err == nil {
+			u = parsed.Redacted()
+		}
+		jwtKeys = append(jwtKeys, "JWKS URL "+u)
+	}
+	if len(jwtKeys) > 0 {
+		methods = append(methods, "JWT ("+strings.Join(jwtKeys, "; ")+")")
 	}
 	if len(methods) == 0 {
 		return "none (dev)"
