@@ -23,6 +23,7 @@ import (
 
 	"github.com/rs/cors"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/listgate/listgate/auth"
@@ -90,6 +91,9 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	}
 	build := readBuild()
 	if err := observeBuild(tel.MeterProvider, build); err != nil {
+		return err
+	}
+	if err := observeReady(tel.MeterProvider, st); err != nil {
 		return err
 	}
 	catalog, err := features.New(ctx, st, log, tel.MeterProvider)
@@ -316,9 +320,7 @@ func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Tele
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := st.Ready(ctx); err != nil {
+		if err := ready(r.Context(), st); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -336,6 +338,34 @@ func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Tele
 		)
 	}
 	return telemetry.WithRequestID(h)
+}
+
+// ready is the readiness check of /readyz and listgate_ready: the store
+// answers within 2 s.
+func ready(ctx context.Context, st store.Store) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return st.Ready(ctx)
+}
+
+// observeReady adds listgate_ready to the metrics: 1 while the readiness
+// check passes at the scrape, else 0, so an alert sees a gateway that runs
+// but cannot reach its store.
+func observeReady(mp metric.MeterProvider, st store.Store) error {
+	_, err := mp.Meter("github.com/listgate/listgate").Int64ObservableGauge("listgate_ready",
+		metric.WithDescription("1 while the store answers the readiness check /readyz makes (within 2 s), else 0."),
+		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
+			if ready(ctx, st) != nil {
+				o.Observe(0)
+			} else {
+				o.Observe(1)
+			}
+			return nil
+		}))
+	if err != nil {
+		return fmt.Errorf("listgate_ready: %w", err)
+	}
+	return nil
 }
 
 // withCORS lets the configured browser origins call the endpoint, and

@@ -1,7 +1,8 @@
 // Package e2e holds the process-level tests. Each runs the listgate
-// command, built once per test binary with `go build`, as a separate
-// process and talks to it over HTTP; some also start Cassandra nodes
-// (scripts/cassandra), Chromium or Node. A part from outside Go is
+// command, built once per test binary with `go build` (TestVersion also
+// runs `make build`), as a separate process and talks to it over HTTP;
+// some also start Cassandra nodes (scripts/cassandra), Chromium, Node or
+// Prometheus. A part from outside Go is
 // required under `make test` and CI, and its tests are skipped elsewhere
 // (internal/testenv). Tests that need the gateway in their own process (a
 // span recorder, say) stay in package main: nothing here may call run, or

@@ -42,16 +42,20 @@ func waitReady(t *testing.T, base string, want int, limit time.Duration) time.Du
 	}
 }
 
-// /readyz follows the CQL node: ready, unready soon after it dies, ready
-// again once it is back, and the gateway serves again without a restart.
+// /readyz and listgate_ready follow the CQL node: ready, unready soon after
+// it dies, ready again once it is back, and the gateway serves again
+// without a restart.
 func TestReadinessFollowsTheStore(t *testing.T) {
 	node := cqltest.StartNode(t, "127.0.0.2")
 	base := startGateway(t, "LISTGATE_CQL_HOSTS="+node.Addr, "LISTGATE_CQL_KEYSPACE=ready", "LISTGATE_MIGRATE=true", "LISTGATE_CQL_TIMEOUT=2s").base
 	waitReady(t, base, http.StatusOK, 10*time.Second)
 	gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
 
+	waitMetric(t, base, "listgate_ready", 1, time.Second)
+
 	node.Kill()
 	down := waitReady(t, base, http.StatusServiceUnavailable, 15*time.Second)
+	waitMetric(t, base, "listgate_ready", 0, 5*time.Second)
 	_, out := gatewaytest.Post(t, base, "", `{ listItems(entityType: "user", entityId: "u1", feature: "f") { hasMore } }`)
 	if errs, _ := out["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["extensions"].(map[string]any)["code"] != "UNAVAILABLE" {
 		t.Fatalf("a read with the node down: %v", out)
@@ -59,6 +63,7 @@ func TestReadinessFollowsTheStore(t *testing.T) {
 
 	node.Start()
 	up := waitReady(t, base, http.StatusOK, 60*time.Second)
+	waitMetric(t, base, "listgate_ready", 1, 5*time.Second)
 	_, out = gatewaytest.Post(t, base, "", `{ listItems(entityType: "user", entityId: "u1", feature: "f") { hasMore } }`)
 	if out["errors"] != nil {
 		t.Fatalf("a read after the node came back: %v", out)
@@ -146,6 +151,7 @@ func TestNoAcknowledgedAddIsLost(t *testing.T) {
 	time.Sleep(3 * time.Second) // load against a dead node
 	node.Start()
 	up := waitReady(t, base, http.StatusOK, 60*time.Second)
+	waitMetric(t, base, "listgate_ready", 1, 5*time.Second)
 	time.Sleep(3 * time.Second) // load after recovery
 	close(stop)
 	workers.Wait()

@@ -87,6 +87,7 @@ type Config struct {
 type Resolver struct {
 	lists   *lists.Service
 	present graphql.ErrorPresenterFunc
+	ws      *websockets
 }
 
 // Handler is the GraphQL endpoint.
@@ -158,8 +159,11 @@ func newHandler(cfg Config, postTransport graphql.Transport) (*Handler, error) {
 		sub.Poll = DefaultSubscriptions.Poll
 	}
 	present := errorPresenter(cfg.Log)
-	r := &Resolver{lists: svc, present: present}
-	ws := newWebsockets(cfg.Subscriptions, present)
+	ws, err := newWebsockets(cfg.Subscriptions, present, meter)
+	if err != nil {
+		return nil, err
+	}
+	r := &Resolver{lists: svc, present: present, ws: ws}
 	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r, Complexity: listComplexity(cfg.Limits.MaxListLimit, cfg.Limits.MaxEntities)}))
 	srv.AddTransport(ws.transport())
 	srv.AddTransport(get{})

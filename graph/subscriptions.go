@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,10 +15,13 @@ import (
 	"github.com/coder/websocket"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/graph/model"
 	"github.com/listgate/listgate/lists"
+	"github.com/listgate/listgate/watch"
 )
 
 // Subscriptions bound the WebSocket side of the gateway.
@@ -48,15 +52,41 @@ type websockets struct {
 	close   context.CancelFunc
 	open    sync.WaitGroup
 
+	refused metric.Int64Counter // WebSockets and subscriptions refused, by reason
+
 	mu       sync.Mutex
 	byCaller map[string]int // open subscriptions by caller
 	streams  sync.WaitGroup // subscriptions whose stream has not ended
 }
 
-func newWebsockets(cfg Subscriptions, present graphql.ErrorPresenterFunc) *websockets {
+func newWebsockets(cfg Subscriptions, present graphql.ErrorPresenterFunc, meter metric.Meter) (*websockets, error) {
+	refused, err := meter.Int64Counter("listgate.subscriptions.refused",
+		metric.WithDescription("WebSockets and subscriptions refused at a bound of the gateway's, or while it shuts down, by reason."))
+	if err != nil {
+		return nil, err
+	}
 	closing, close := context.WithCancel(context.Background())
 	return &websockets{cfg: cfg, present: present, sockets: make(chan struct{}, max(cfg.MaxSockets, 1)),
-		closing: closing, close: close, byCaller: map[string]int{}}
+		closing: closing, close: close, refused: refused, byCaller: map[string]int{}}, nil
+}
+
+// Why a WebSocket or a subscription is refused, as listgate_subscriptions_refused_total's reason.
+var (
+	refusedWebSockets    = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "max_websockets")))
+	refusedPerConnection = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "per_connection")))
+	refusedPerCaller     = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "per_caller")))
+	refusedWatchedLists  = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "max_watched_lists")))
+	refusedShuttingDown  = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "shutting_down")))
+)
+
+// countRefusal counts a subscription the watch hub refused.
+func (ws *websockets) countRefusal(ctx context.Context, err error) {
+	switch {
+	case errors.Is(err, watch.ErrAtLimit):
+		ws.refused.Add(ctx, 1, refusedWatchedLists)
+	case errors.Is(err, watch.ErrClosed):
+		ws.refused.Add(ctx, 1, refusedShuttingDown)
+	}
 }
 
 // transport is gqlgen's WebSocket transport as the gateway runs it.
@@ -109,6 +139,7 @@ func (ws *websockets) serve(w http.ResponseWriter, r *http.Request, req *request
 	case ws.sockets <- struct{}{}:
 		defer func() { <-ws.sockets }()
 	default:
+		ws.refused.Add(ctx, 1, refusedWebSockets)
 		req.info.addCode(CodeUnavailable)
 		w.Header().Set("Retry-After", "1")
 		writeRequestError(w, http.StatusServiceUnavailable, CodeUnavailable,
@@ -122,6 +153,7 @@ func (ws *websockets) serve(w http.ResponseWriter, r *http.Request, req *request
 		return
 	}
 	if ws.closing.Err() != nil {
+		ws.refused.Add(ctx, 1, refusedShuttingDown)
 		req.info.addCode(CodeUnavailable)
 		writeRequestError(w, http.StatusServiceUnavailable, CodeUnavailable, "the gateway is shutting down; connect to another replica")
 		return
@@ -248,8 +280,10 @@ func (ws *websockets) acquire(ctx context.Context) (release func(), err error) {
 	defer ws.mu.Unlock()
 	switch {
 	case conn.subs >= ws.cfg.PerConnection:
+		ws.refused.Add(ctx, 1, refusedPerConnection)
 		return nil, fmt.Errorf("%w: this connection has its limit of %d subscriptions open (--max-subscriptions-per-connection); end one, or open another connection", errkind.Invalid, ws.cfg.PerConnection)
 	case ws.byCaller[caller] >= ws.cfg.PerCaller:
+		ws.refused.Add(ctx, 1, refusedPerCaller)
 		return nil, fmt.Errorf("%w: %s has its limit of %d subscriptions open on this gateway (--max-subscriptions-per-caller); end one first", errkind.Invalid, caller, ws.cfg.PerCaller)
 	}
 	conn.subs++

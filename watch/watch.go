@@ -194,6 +194,13 @@ type subscriber struct {
 	err  error           // why, set before done closes
 }
 
+// Why a list is not watched: the hub is closing, or it watches MaxLists
+// lists.
+var (
+	ErrClosed  = fmt.Errorf("%w: the gateway is shutting down; subscribe again", errkind.Refused)
+	ErrAtLimit = fmt.Errorf("%w: this gateway watches its limit", errkind.Refused)
+)
+
 // snapshot is what a poller had delivered when a subscription with since
 // joined it: its catch-up sends exactly what the poller will not.
 type snapshot struct {
@@ -212,13 +219,13 @@ func (h *Hub) join(ctx context.Context, l store.List, sub *subscriber, wantSnaps
 		h.mu.Lock()
 		if h.closed {
 			h.mu.Unlock()
-			return nil, snapshot{}, fmt.Errorf("%w: the gateway is shutting down; subscribe again", errkind.Refused)
+			return nil, snapshot{}, ErrClosed
 		}
 		p := h.pollers[key]
 		if p == nil {
 			if len(h.pollers) >= h.cfg.MaxLists {
 				h.mu.Unlock()
-				return nil, snapshot{}, fmt.Errorf("%w: this gateway watches its limit of %d lists (--max-watched-lists); retry, or on another replica", errkind.Refused, h.cfg.MaxLists)
+				return nil, snapshot{}, fmt.Errorf("%w of %d lists (--max-watched-lists); retry, or on another replica", ErrAtLimit, h.cfg.MaxLists)
 			}
 			p = h.newPoller(key, l)
 			h.pollers[key] = p
