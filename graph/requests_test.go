@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -114,5 +115,39 @@ func TestDefaultLimitsAgree(t *testing.T) {
 	e := g.fails(entities(graph.DefaultLimits.MaxEntities, ", limit: 1000"), nil, "BAD_USER_INPUT", "--max-complexity")
 	if !strings.Contains(e.Message, "the costliest is entities (") || !strings.Contains(e.Message, "› list (") {
 		t.Errorf("message %q does not name the costliest fields", e.Message)
+	}
+}
+
+// An item an add refuses is named one way wherever the check that refuses
+// it runs: items[i], within adds[j] in a batch, and nothing is written.
+func TestItemIndicesReadOneWay(t *testing.T) {
+	g := newGateway(t, embeddedStore(t))
+	g.createFeature("scores", "INT", 3600)
+	g.createFeature("history", "STRING", 3600)
+	add := `mutation($list: ListRefInput!, $items: [ListItemInput!]!) { addListItems(list: $list, items: $items) { added } }`
+	list := func(feature string) map[string]any {
+		return map[string]any{"entityType": g.entityType, "entityId": "u1", "feature": feature}
+	}
+	now := time.Now().UTC()
+	for _, tc := range []struct {
+		feature string
+		items   []any
+		want    string
+	}{
+		{"scores", []any{map[string]any{"value": 1}, map[string]any{"value": "five"}}, "items[1]: "},
+		{"history", []any{map[string]any{"value": "a"}, map[string]any{"value": "b"}, map[string]any{"value": strings.Repeat("x", 40_000)}}, "items[2]: value of 40000 bytes"},
+		{"history", []any{map[string]any{"value": "a", "timestamp": now.Add(-2 * time.Hour).Format(time.RFC3339)}, map[string]any{"value": "b", "timestamp": now.Add(24 * time.Hour).Format(time.RFC3339)}}, "items[1]: "},
+	} {
+		g.fails(add, map[string]any{"list": list(tc.feature), "items": tc.items}, "BAD_USER_INPUT", tc.want)
+	}
+	batch := `mutation($adds: [ListAddInput!]!) { addListItemsBatch(adds: $adds) { added } }`
+	g.fails(batch, map[string]any{"adds": []any{
+		map[string]any{"list": list("history"), "items": []any{map[string]any{"value": "a"}}},
+		map[string]any{"list": list("scores"), "items": []any{map[string]any{"value": 2}, map[string]any{"value": "x"}}},
+	}}, "BAD_USER_INPUT", "adds[1]: items[1]: ")
+	for _, feature := range []string{"scores", "history"} {
+		if p := g.listItems("u1", feature, nil); len(p.Items) != 0 {
+			t.Errorf("%s: refused adds wrote %d items", feature, len(p.Items))
+		}
 	}
 }
