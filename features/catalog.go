@@ -198,14 +198,14 @@ func (c *Catalog) suggest(entityType, name, version string) string {
 	var b strings.Builder
 	for i, n := range close[:min(len(close), 3)] {
 		if i == 0 {
-			b.WriteString("; did you mean ")
+			b.WriteString(" (did you mean ")
 		} else {
 			b.WriteString(" or ")
 		}
 		b.WriteString(n.key)
 	}
 	if b.Len() > 0 {
-		b.WriteString("?")
+		b.WriteString("?)")
 	}
 	b.WriteString("; create a feature with createListFeature (listFeatures lists those there are)")
 	return b.String()
