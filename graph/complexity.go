@@ -15,15 +15,12 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/listgate/listgate/errkind"
-	"github.com/listgate/listgate/graph/exec"
-	"github.com/listgate/listgate/graph/model"
 	"github.com/listgate/listgate/lists"
-	"github.com/listgate/listgate/values"
 )
 
 // complexityLimit refuses an operation whose complexity passes max before
-// it runs: gqlgen's estimate (a list costs its fields times its limit) plus
-// the cost of its introspection, which gqlgen leaves out. Introspection
+// it runs: the cost of its fields (costWalk: a list costs its fields times
+// its limit) plus the cost of its introspection. Introspection
 // costs exactly the fields it would resolve, counted by walking this
 // schema's introspection as the operation selects it, so that aliases
 // nested in __schema cannot multiply into a response of gigabytes; the walk
@@ -100,7 +97,7 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	if oc.Operation == nil {
 		return nil
 	}
-	cw := costWalk{ctx: ctx, es: c.es, oc: oc, lists: c.lists}
+	cw := costWalk{oc: oc, schema: c.es.Schema(), lists: c.lists}
 	root := map[ast.Operation]string{ast.Query: "Query", ast.Mutation: "Mutation", ast.Subscription: "Subscription"}[oc.Operation.Operation]
 	n, costliest, err := cw.walk(oc.Operation.SelectionSet, root, nil)
 	if err != nil {
@@ -133,18 +130,19 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	return nil
 }
 
-// costWalk estimates an operation's complexity as gqlgen does: a field
-// costs its ComplexityRoot function of its children's cost, or 1 plus
-// their cost; siblings add up. It also checks the bounds of the arguments
-// the lists service will check (a list's limit, the ids of entities, the
-// values of a search, the size of a batch), so that a request past one is
-// told which, not that it costs too much. Introspection fields are left to
+// costWalk estimates an operation's complexity: a field costs 1 plus its
+// children's cost, and a list field its children's cost times the items
+// it may return (fieldCost); siblings add up. It also checks the bounds of
+// the arguments the lists service will check (a list's limit, the ids of
+// entities, the values of a search, the size of a batch), so that a
+// request past one is told which, not that it costs too much. It reads
+// only the arguments it needs, from the document or the variables, and
+// leaves the rest to gqlgen. Introspection fields are left to
 // introspectionWalk.
 type costWalk struct {
-	ctx   context.Context
-	es    graphql.ExecutableSchema
-	oc    *graphql.OperationContext
-	lists *lists.Service
+	oc     *graphql.OperationContext
+	schema *ast.Schema
+	lists  *lists.Service
 }
 
 // fieldCosts is a path of fields, each with its cost, from the costliest
@@ -168,7 +166,7 @@ func (p fieldCosts) String() string {
 }
 
 func (w costWalk) walk(sel ast.SelectionSet, typeName string, path ast.Path) (int, fieldCosts, *gqlerror.Error) {
-	def := w.es.Schema().Types[typeName]
+	def := w.schema.Types[typeName]
 	total := 0
 	var costliest fieldCosts
 	for _, f := range graphql.CollectFields(w.oc, sel, []string{typeName}) {
@@ -184,17 +182,13 @@ func (w costWalk) walk(sel ast.SelectionSet, typeName string, path ast.Path) (in
 			continue
 		}
 		fpath := append(slices.Clip(path), ast.PathName(f.Alias))
-		args := f.ArgumentMap(w.oc.Variables)
-		if err := w.checkArguments(typeName+"."+f.Name, args); err != nil {
-			return 0, nil, gqlerror.WrapPath(fpath, err)
-		}
 		child, below, err := w.walk(f.Selections, fd.Type.Name(), fpath)
 		if err != nil {
 			return 0, nil, err
 		}
-		cost, ok := w.es.Complexity(w.ctx, typeName, f.Name, child, args)
-		if !ok {
-			cost = 1 + child
+		cost, cerr := w.fieldCost(typeName+"."+f.Name, f.Field, child)
+		if cerr != nil {
+			return 0, nil, gqlerror.WrapPath(fpath, cerr)
 		}
 		total += cost
 		if cost > 1 && (len(costliest) == 0 || cost > costliest[0].cost) {
@@ -204,42 +198,87 @@ func (w costWalk) walk(sel ast.SelectionSet, typeName string, path ast.Path) (in
 	return total, costliest, nil
 }
 
-// checkArguments applies the lists service's bounds to a field's
-// arguments, as GraphQL gives them (numbers from a document or from JSON
-// variables, lists as []any).
-func (w costWalk) checkArguments(field string, args map[string]any) error {
+// fieldCost is the cost of a field whose children cost child, after the
+// lists service's bounds on its arguments: a page costs its items'
+// fields (limit, default 100), a count as much as a default page (its
+// keys), a search its values' items, entities their lists, an add its
+// items.
+func (w costWalk) fieldCost(field string, f *ast.Field, child int) (int, error) {
 	switch field {
 	case "Query.listItems", "Entity.list":
-		if n, ok := intArg(args["limit"]); ok {
-			return w.lists.CheckLimit(n)
+		limit := lists.DefaultLimit
+		if n, ok := intArg(w.arg(f, "limit")); ok {
+			if err := w.lists.CheckLimit(n); err != nil {
+				return 0, err
+			}
+			limit = n
 		}
+		return 1 + child*limit, nil
+	case "Query.listCount", "Entity.listCount":
+		return 1 + lists.DefaultLimit, nil
 	case "Query.entities":
-		if ids, ok := args["entityIds"].([]any); ok && len(ids) > 0 {
+		ids := asList(w.arg(f, "entityIds"))
+		if len(ids) > 0 {
 			strs := make([]string, 0, len(ids))
 			for _, id := range ids {
 				s, _ := id.(string)
 				strs = append(strs, s)
 			}
-			typ, _ := args["type"].(string)
-			return w.lists.CheckEntities(typ, strs)
-		}
-	case "Entity.listContains", "Mutation.removeListItemsWithValues":
-		if vs, ok := args["values"].([]any); ok {
-			return w.lists.CheckValueCount(len(vs))
-		}
-	case "Mutation.addListItemsBatch":
-		if adds, ok := args["adds"].([]any); ok {
-			items := 0
-			for _, a := range adds {
-				if m, ok := a.(map[string]any); ok {
-					list, _ := m["items"].([]any)
-					items += len(list)
-				}
+			typ, _ := w.arg(f, "type").(string)
+			if err := w.lists.CheckEntities(typ, strs); err != nil {
+				return 0, err
 			}
-			return w.lists.CheckBatch(len(adds), items)
 		}
+		return 1 + child*max(1, len(ids)), nil
+	case "Entity.listContains", "Mutation.removeListItemsWithValues":
+		vs := asList(w.arg(f, "values"))
+		if err := w.lists.CheckValueCount(len(vs)); err != nil {
+			return 0, err
+		}
+		if field == "Entity.listContains" {
+			return 1 + child*len(vs), nil
+		}
+		return 1 + child + len(vs), nil
+	case "Mutation.addListItems":
+		return 1 + child + len(asList(w.arg(f, "items"))), nil
+	case "Mutation.addListItemsBatch":
+		adds := asList(w.arg(f, "adds"))
+		cost, items := 1, 0
+		for _, a := range adds {
+			m, _ := a.(map[string]any)
+			n := len(asList(m["items"]))
+			items += n
+			cost += child + n
+		}
+		if err := w.lists.CheckBatch(len(adds), items); err != nil {
+			return 0, err
+		}
+		return cost, nil
 	}
-	return nil
+	return 1 + child, nil
+}
+
+// arg is the value of a field's argument as GraphQL gives it (numbers from
+// a document or from JSON variables, lists as []any), or nil.
+func (w costWalk) arg(f *ast.Field, name string) any {
+	a := f.Arguments.ForName(name)
+	if a == nil {
+		return nil
+	}
+	v, _ := a.Value.Value(w.oc.Variables)
+	return v
+}
+
+// asList is an argument of list type as GraphQL coerces it: a single value
+// stands for a list of one.
+func asList(v any) []any {
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case []any:
+		return v
+	}
+	return []any{v}
 }
 
 // intArg reads an integer argument.
@@ -375,44 +414,6 @@ func (w *introspectionWalk) each(set ast.SelectionSet, visit func(*ast.Field)) {
 }
 
 func (w *introspectionWalk) spend(n int) { w.budget -= n }
-
-// listComplexity makes a list's cost grow with what it may return: its limit
-// (default 100; a limit past maxLimit counts as maxLimit, since the
-// resolver refuses it with its own error), and the entities of an entities
-// query (up to maxEntities, likewise).
-func listComplexity(maxLimit, maxEntities int) exec.ComplexityRoot {
-	var c exec.ComplexityRoot
-	limitOf := func(limit *int32) int {
-		if limit == nil || *limit < 1 {
-			return lists.DefaultLimit
-		}
-		return min(int(*limit), maxLimit)
-	}
-	// A page costs its items' fields; a count reads as much as a default
-	// page (its keys); a search its values' items.
-	c.Entity.List = func(child int, _ string, _ *string, _, _ *model.Time, limit *int32, _ *string, _ *bool) int {
-		return 1 + child*limitOf(limit)
-	}
-	c.Query.ListItems = func(child int, _, _, _ string, _ *string, _, _ *model.Time, limit *int32, _ *string, _ *bool) int {
-		return 1 + child*limitOf(limit)
-	}
-	c.Entity.ListCount = func(int, string, *string, *model.Time, *model.Time) int { return 1 + lists.DefaultLimit }
-	c.Query.ListCount = func(int, string, string, string, *string, *model.Time, *model.Time) int {
-		return 1 + lists.DefaultLimit
-	}
-	c.Entity.ListContains = func(child int, _ string, _ *string, vs []values.Value, _ *model.Time) int { return 1 + child*len(vs) }
-	c.Query.Entities = func(child int, _ string, ids []string) int { return 1 + child*min(max(1, len(ids)), maxEntities) }
-	c.Mutation.AddListItems = func(child int, _ model.ListRefInput, items []model.ListItemInput) int { return 1 + child + len(items) }
-	c.Mutation.AddListItemsBatch = func(child int, adds []model.ListAddInput) int {
-		n := 1
-		for _, a := range adds {
-			n += child + len(a.Items)
-		}
-		return n
-	}
-	c.Mutation.RemoveListItemsWithValues = func(child int, _ model.ListRefInput, vs []values.Value) int { return 1 + child + len(vs) }
-	return c
-}
 
 // readsOnce reports whether an operation makes at most one read of a
 // list: a query whose one root field is listItems or listCount, or entity

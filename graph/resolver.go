@@ -164,7 +164,7 @@ func newHandler(cfg Config, postTransport graphql.Transport) (*Handler, error) {
 		return nil, err
 	}
 	r := &Resolver{lists: svc, present: present, ws: ws}
-	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r, Complexity: listComplexity(cfg.Limits.MaxListLimit, cfg.Limits.MaxEntities)}))
+	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: r}))
 	srv.AddTransport(ws.transport())
 	srv.AddTransport(get{})
 	srv.AddTransport(postTransport)
