@@ -18,6 +18,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -60,19 +61,17 @@ func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecuto
 		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w: reading the request body: %v", errkind.Malformed, err))}))
 		return
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(params); err != nil {
+	if err := decodeJSON(body, params); err != nil {
 		w.WriteHeader(http.StatusBadRequest)
+		if json.Valid(body) {
+			// Syntax encoding/json would take, but invalid UTF-8, a lone
+			// surrogate ("\ud800") or a name twice: decoded leniently,
+			// distinct values would become one; refuse them.
+			writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w %s", errkind.Invalid, strictJSONError(body)))}))
+			return
+		}
 		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf(
-			`%w: the body is not a JSON object such as {"query": "{ listFeatures { key } }", "variables": {}}: %v`, errkind.Malformed, err))}))
-		return
-	}
-	if !jsontext.Value(body).IsValid() {
-		// encoding/json turns invalid UTF-8 and lone surrogates ("\ud800")
-		// into U+FFFD, so distinct values would become one; refuse them.
-		w.WriteHeader(http.StatusBadRequest)
-		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w %s", errkind.Invalid, strictJSONError(body)))}))
+			`%w: the body is not a JSON object such as {"query": "{ listFeatures { key } }", "variables": {}}: %s`, errkind.Malformed, strings.TrimPrefix(err.Error(), "jsontext: ")))}))
 		return
 	}
 	params.Headers = r.Header
@@ -87,8 +86,28 @@ func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecuto
 	writeResult(w, ctx, responses(ctx), exec)
 }
 
-// strictJSONError says why a body that encoding/json decoded is not strict
-// JSON (RFC 8259 text in valid UTF-8, RFC 7493: no duplicate names).
+// jsonOptions decode a request's JSON as gqlgen's transports do with
+// encoding/json (names matched without regard to case, numbers kept as
+// json.Number), but strictly: RFC 8259 text in valid UTF-8 without lone
+// surrogates, no name twice (RFC 7493), nothing after the value. One pass,
+// about half encoding/json's allocations.
+var jsonOptions = jsonv2.JoinOptions(
+	jsonv2.MatchCaseInsensitiveNames(true),
+	jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *any) error {
+		if dec.PeekKind() != '0' {
+			return jsonv2.SkipFunc
+		}
+		raw, err := dec.ReadValue()
+		*v = json.Number(raw)
+		return err
+	})))
+
+func decodeJSON(data []byte, into any) error {
+	return jsonv2.Unmarshal(data, into, jsonOptions)
+}
+
+// strictJSONError says why a body that encoding/json would take is not
+// strict JSON.
 func strictJSONError(body []byte) string {
 	_, err := jsontext.NewDecoder(bytes.NewReader(body)).ReadValue()
 	msg := "request body: not strict JSON"
@@ -133,9 +152,7 @@ func (get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor
 	}
 	for name, into := range map[string]*map[string]any{"variables": &params.Variables, "extensions": &params.Extensions} {
 		if v := q.Get(name); v != "" {
-			dec := json.NewDecoder(strings.NewReader(v))
-			dec.UseNumber()
-			if err := dec.Decode(into); err != nil {
+			if err := decodeJSON([]byte(v), into); err != nil {
 				fail(http.StatusBadRequest, fmt.Errorf("%w: the %s parameter is not a JSON object: %v", errkind.Malformed, name, err))
 				return
 			}
