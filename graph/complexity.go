@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"weak"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -37,6 +39,7 @@ type complexityLimit struct {
 	schema   *introspection.Schema
 	inFlight *costBudget
 	lists    *lists.Service // the bounds of arguments, checked first
+	measured *measuredOps
 }
 
 // costBudget is the complexity the operations running may hold together.
@@ -97,23 +100,11 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	if oc.Operation == nil {
 		return nil
 	}
-	cw := costWalk{oc: oc, schema: c.es.Schema(), lists: c.lists}
-	root := map[ast.Operation]string{ast.Query: "Query", ast.Mutation: "Mutation", ast.Subscription: "Subscription"}[oc.Operation.Operation]
-	n, costliest, err := cw.walk(oc.Operation.SelectionSet, root, nil)
+	total, once, err := c.measure(oc)
 	if err != nil {
 		return err
 	}
-	w := introspectionWalk{ast: c.es.Schema(), schema: c.schema, vars: oc.Variables, budget: c.max - n}
-	w.root(oc.Operation.SelectionSet)
-	if w.budget < 0 {
-		where := "its introspection"
-		if len(costliest) > 0 {
-			where = costliest.String()
-		}
-		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: complexity %d, more than the %d allowed (--max-complexity); the costliest is %s: ask for fewer items, lists or fields",
-			errkind.Invalid, c.max-w.budget, c.max, where))
-	}
-	if readsOnce(oc) {
+	if once {
 		lists.SingleRead(ctx)
 	}
 	req := requestFrom(ctx)
@@ -122,12 +113,89 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 		// lasts: its own bounds are --max-subscriptions-per-*.
 		return nil
 	}
-	cost := int64(max(c.max-w.budget, 1))
+	cost := int64(max(total, 1))
 	if err := c.inFlight.acquire(ctx, cost); err != nil {
 		return gqlerror.WrapPath(nil, errTimeout)
 	}
 	req.release = func() { c.inFlight.release(cost) } // when the response is written
 	return nil
+}
+
+// measure gives an operation's complexity, and whether it reads one list
+// at most (readsOnce). An operation whose figures do not depend on its
+// variables (the arguments that set a cost are literals, and it has no
+// directives and no introspection) is measured once: its document comes
+// from the parsed-query cache, the same for every request of the same
+// text, and the figures are kept with it.
+func (c *complexityLimit) measure(oc *graphql.OperationContext) (int, bool, *gqlerror.Error) {
+	if m, ok := c.measured.get(oc.Operation); ok {
+		return m.total, m.once, nil
+	}
+	varies := strings.Contains(oc.RawQuery, "@") // @skip, @include: fields by variables
+	cw := costWalk{oc: oc, schema: c.es.Schema(), lists: c.lists, varies: &varies}
+	n, costliest, err := cw.walk(oc.Operation.SelectionSet, rootType(oc.Operation.Operation), nil)
+	if err != nil {
+		return 0, false, err
+	}
+	w := introspectionWalk{ast: c.es.Schema(), schema: c.schema, vars: oc.Variables, budget: c.max - n}
+	w.root(oc.Operation.SelectionSet)
+	total := c.max - w.budget
+	if w.budget < 0 {
+		where := "its introspection"
+		if len(costliest) > 0 {
+			where = costliest.String()
+		}
+		return 0, false, gqlerror.WrapPath(nil, fmt.Errorf("%w operation: complexity %d, more than the %d allowed (--max-complexity); the costliest is %s: ask for fewer items, lists or fields",
+			errkind.Invalid, total, c.max, where))
+	}
+	once := readsOnce(oc)
+	if !varies {
+		c.measured.add(oc.Operation, measured{total, once})
+	}
+	return total, once, nil
+}
+
+func rootType(op ast.Operation) string {
+	switch op {
+	case ast.Mutation:
+		return "Mutation"
+	case ast.Subscription:
+		return "Subscription"
+	}
+	return "Query"
+}
+
+type measured struct {
+	total int
+	once  bool
+}
+
+// measuredOps keeps the figures of the operations measured last, by
+// operation: a pointer into a cached document, which never changes. The
+// key is a weak pointer, so that what is kept here never keeps a document
+// the query cache has let go.
+type measuredOps struct {
+	mu  sync.Mutex
+	lru *simplelru.LRU[weak.Pointer[ast.OperationDefinition], measured]
+}
+
+func newMeasuredOps(n int) *measuredOps {
+	lru, _ := simplelru.NewLRU[weak.Pointer[ast.OperationDefinition], measured](n, nil)
+	return &measuredOps{lru: lru}
+}
+
+func (m *measuredOps) get(op *ast.OperationDefinition) (measured, bool) {
+	key := weak.Make(op)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lru.Get(key)
+}
+
+func (m *measuredOps) add(op *ast.OperationDefinition, v measured) {
+	key := weak.Make(op)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lru.Add(key, v)
 }
 
 // costWalk estimates an operation's complexity: a field costs 1 plus its
@@ -143,6 +211,7 @@ type costWalk struct {
 	oc     *graphql.OperationContext
 	schema *ast.Schema
 	lists  *lists.Service
+	varies *bool // set when a cost or a bound was read from a variable
 }
 
 // fieldCosts is a path of fields, each with its cost, from the costliest
@@ -174,7 +243,11 @@ func (w costWalk) walk(sel ast.SelectionSet, typeName string, path ast.Path) (in
 			total++
 			continue
 		}
-		if def == nil || f.Name == "__schema" || f.Name == "__type" {
+		if f.Name == "__schema" || f.Name == "__type" {
+			*w.varies = true // introspectionWalk reads __type's name
+			continue
+		}
+		if def == nil {
 			continue
 		}
 		fd := def.Fields.ForName(f.Name)
@@ -265,8 +338,23 @@ func (w costWalk) arg(f *ast.Field, name string) any {
 	if a == nil {
 		return nil
 	}
+	if usesVariable(a.Value) {
+		*w.varies = true
+	}
 	v, _ := a.Value.Value(w.oc.Variables)
 	return v
+}
+
+func usesVariable(v *ast.Value) bool {
+	if v.Kind == ast.Variable {
+		return true
+	}
+	for _, c := range v.Children {
+		if usesVariable(c.Value) {
+			return true
+		}
+	}
+	return false
 }
 
 // asList is an argument of list type as GraphQL coerces it: a single value

@@ -151,3 +151,35 @@ func TestItemIndicesReadOneWay(t *testing.T) {
 		}
 	}
 }
+
+// An operation's complexity is kept for the next request of the same text
+// only when no variable sets it: the same document with other variables
+// is measured again, and a document whose limit is a literal is refused
+// every time it passes a bound.
+func TestComplexityFollowsVariables(t *testing.T) {
+	g := newGateway(t, embeddedStore(t))
+	g.createFeature("f", "STRING", 3600)
+	byVariable := `query($n: Int, $ids: [ID!]!) { entities(type: "$type", entityIds: $ids) { list(feature: "f", limit: $n) { items { value } } } }`
+	ids := func(n int) []any {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = fmt.Sprint("e", i)
+		}
+		return out
+	}
+	for range 2 {
+		g.ok(byVariable, map[string]any{"n": 10, "ids": ids(2)}, nil)
+		g.fails(byVariable, map[string]any{"n": 100000, "ids": ids(2)}, "BAD_USER_INPUT", "(--max-list-limit)")
+		g.fails(byVariable, map[string]any{"n": 1000, "ids": ids(graph.DefaultLimits.MaxEntities)}, "BAD_USER_INPUT", "--max-complexity")
+		g.fails(byVariable, map[string]any{"n": 10, "ids": ids(graph.DefaultLimits.MaxEntities + 1)}, "BAD_USER_INPUT", "--max-entities")
+	}
+	skipped := `query($skip: Boolean!) { entities(type: "$type", entityIds: ["e1"]) { list(feature: "f", limit: 1000) @skip(if: $skip) { items { value } } a: list(feature: "f", limit: 1000) @skip(if: $skip) { items { value } } } }`
+	for range 2 {
+		g.ok(skipped, map[string]any{"skip": true}, nil)
+		g.ok(skipped, map[string]any{"skip": false}, nil)
+	}
+	literal := `{ listItems(entityType: "$type", entityId: "e1", feature: "f", limit: 1001) { items { value } } }`
+	for range 2 {
+		g.fails(literal, nil, "BAD_USER_INPUT", "(--max-list-limit)")
+	}
+}

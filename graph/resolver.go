@@ -182,7 +182,7 @@ func newHandler(cfg Config, postTransport graphql.Transport) (*Handler, error) {
 	// Before anything runs: who may, how deep, how much.
 	srv.Use(&authorization{introspection: cfg.Introspection})
 	srv.Use(depthLimit{cfg.Limits.MaxDepth})
-	srv.Use(&complexityLimit{max: cfg.Limits.MaxComplexity, inFlight: newCostBudget(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity))), lists: svc})
+	srv.Use(&complexityLimit{max: cfg.Limits.MaxComplexity, inFlight: newCostBudget(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity))), lists: svc, measured: newMeasuredOps(4096)})
 	srv.Use(checkMutationsFirst{})
 	srv.Use(subscriptionLimits{ws})
 	srv.Use(operationTracing{tracer})
