@@ -454,7 +454,7 @@ const (
 // Zipf-like, and counts the items of the answer with items. The request
 // bodies, one per entity, are made up front, as the gocql side's
 // statements are.
-func entityRequests(g *gateway, class listClass, query string, vars map[string]any, items func(answer []byte) (int, error)) op {
+func entityRequests(g *server, class listClass, query string, vars map[string]any, items func(answer []byte) (int, error)) op {
 	z := newZipf(class.entities)
 	bodies := make([][]byte, class.entities)
 	for i := range bodies {
@@ -471,14 +471,14 @@ func entityRequests(g *gateway, class listClass, query string, vars map[string]a
 	}
 }
 
-func gatewayRead(g *gateway, class listClass, query string) op {
+func gatewayRead(g *server, class listClass, query string) op {
 	return entityRequests(g, class, query, nil, func(b []byte) (int, error) { return bytes.Count(b, []byte(`"cursor":`)), nil })
 }
 
 // gatewayContains asks for containsValues values: half of them in the list
 // (all of a list that holds fewer), the others in no list, so that the
 // whole list is read. Its items are the keys read.
-func gatewayContains(g *gateway, class listClass) op {
+func gatewayContains(g *server, class listClass) op {
 	present := min(containsValues/2, class.size)
 	vs := make([]string, 0, containsValues)
 	for i := range present {
@@ -496,7 +496,7 @@ func gatewayContains(g *gateway, class listClass) op {
 }
 
 // gatewayCount counts a whole list. Its items are the keys read.
-func gatewayCount(g *gateway, class listClass) op {
+func gatewayCount(g *server, class listClass) op {
 	want := fmt.Appendf(nil, `"listCount":%d}`, class.size)
 	return entityRequests(g, class, countQuery, nil, func(b []byte) (int, error) {
 		if !bytes.Contains(b, want) {
@@ -525,7 +525,7 @@ func addRequest(query, id string, items []map[string]string) []byte {
 	return body
 }
 
-func gatewayAdd(g *gateway, t addTarget, n int) op {
+func gatewayAdd(g *server, t addTarget, n int) op {
 	z := newZipf(t.lists)
 	query := t.addQuery()
 	return func(ctx context.Context, rnd *rand.Rand) (int, error) {
@@ -539,8 +539,8 @@ func gatewayAdd(g *gateway, t addTarget, n int) op {
 // alternating which goes first, with inFlight requests in flight, and
 // the CPU of the gateway and of the database (its pid; 0: none, or
 // unknown) on both sides.
-func compare(ctx context.Context, c config, inFlight int, name, db string, g *gateway, database int, base, gw op) comparison {
-	m := meter{gateway: g.cmd.Process.Pid, database: database}
+func compare(ctx context.Context, c config, inFlight int, name, db string, g *server, database int, base, gw op) comparison {
+	m := meter{server: g.cmd.Process.Pid, database: database}
 	bases, gws := alternate(ctx, c, m, inFlight, base, gw)
 	return newComparison(name, db, inFlight, bases, gws)
 }

@@ -17,8 +17,9 @@ import (
 	"time"
 )
 
-// gateway is a listgate process the benchmark starts and measures.
-type gateway struct {
+// server is a process the benchmark starts and measures: a listgate
+// gateway, or a peer it is compared with.
+type server struct {
 	cmd  *exec.Cmd
 	base string
 	http *http.Client
@@ -26,9 +27,16 @@ type gateway struct {
 
 var servingRE = regexp.MustCompile(`serving (http://\S+)`)
 
-// startGateway runs the built binary with args on a free loopback port.
-func startGateway(bin string, concurrency int, args ...string) (*gateway, error) {
-	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+// startGateway runs a built listgate binary with args on a free loopback
+// port.
+func startGateway(bin string, concurrency int, args ...string) (*server, error) {
+	return startServer(bin, concurrency, append([]string{"--listen", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+}
+
+// startServer runs bin with args, which make it listen on a free loopback
+// port and print "serving http://…" as its first line on stdout.
+func startServer(bin string, concurrency int, args ...string) (*server, error) {
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -41,17 +49,17 @@ func startGateway(bin string, concurrency int, args ...string) (*gateway, error)
 	m := servingRE.FindStringSubmatch(line)
 	if err != nil || m == nil {
 		cmd.Process.Kill()
-		return nil, fmt.Errorf("gateway did not start: %q %v", line, err)
+		return nil, fmt.Errorf("%s did not start: %q %v", bin, line, err)
 	}
 	go io.Copy(io.Discard, out)
 	// Room for the 100 requests the fan-out and batch comparisons send at
 	// once, so that none of them opens a connection.
 	idle := max(concurrency*2, 128)
 	t := &http.Transport{MaxIdleConns: idle, MaxIdleConnsPerHost: idle, IdleConnTimeout: time.Minute}
-	return &gateway{cmd: cmd, base: m[1], http: &http.Client{Transport: t, Timeout: 30 * time.Second}}, nil
+	return &server{cmd: cmd, base: m[1], http: &http.Client{Transport: t, Timeout: 30 * time.Second}}, nil
 }
 
-func (g *gateway) stop() {
+func (g *server) stop() {
 	g.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { g.cmd.Wait(); close(done) }()
@@ -64,7 +72,7 @@ func (g *gateway) stop() {
 
 // post sends one GraphQL request and returns its body; a response with
 // errors is an error.
-func (g *gateway) post(ctx context.Context, body []byte) ([]byte, error) {
+func (g *server) post(ctx context.Context, body []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base+"/graphql", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -86,7 +94,7 @@ func (g *gateway) post(ctx context.Context, body []byte) ([]byte, error) {
 }
 
 // postAll sends the requests at once and returns the first error.
-func (g *gateway) postAll(ctx context.Context, bodies [][]byte) error {
+func (g *server) postAll(ctx context.Context, bodies [][]byte) error {
 	errs := make(chan error, len(bodies))
 	var wg sync.WaitGroup
 	for _, body := range bodies {
@@ -114,8 +122,8 @@ func processCPU(pid int) time.Duration {
 }
 
 // metric sums the values of a Prometheus series (with a label filter) in
-// the gateway's /metrics.
-func (g *gateway) metric(name, labelFilter string) (float64, error) {
+// a gateway's /metrics.
+func (g *server) metric(name, labelFilter string) (float64, error) {
 	resp, err := g.http.Get(g.base + "/metrics")
 	if err != nil {
 		return 0, err
