@@ -62,14 +62,18 @@ func newComparison(name, db string, inFlight int, bases, gws []result) compariso
 }
 
 type report struct {
-	Machine     string       `json:"machine"`
-	Date        string       `json:"date"`
-	Command     string       `json:"command"`
-	Concurrency int          `json:"concurrency"`
-	Duration    string       `json:"duration_per_run"`
-	Runs        int          `json:"runs"`
-	Took        string       `json:"took"`
-	Comparisons []comparison `json:"comparisons"`
+	Machine     string `json:"machine"`
+	Date        string `json:"date"`
+	Command     string `json:"command"`
+	Concurrency int    `json:"concurrency"`
+	Duration    string `json:"duration_per_run"`
+	Runs        int    `json:"runs"`
+	Took        string `json:"took"`
+	// The peer table: each server by page size and requests in flight.
+	PeerDuration string       `json:"peer_duration_per_run,omitempty"`
+	Peers        []peerResult `json:"peers,omitempty"`
+	PeerFanOut   *peerFanOut  `json:"peer_fan_out,omitempty"`
+	Comparisons  []comparison `json:"comparisons"`
 	// Two ways of doing one thing, both through the gateway.
 	Alternatives []comparison   `json:"through_gateway"`
 	FanOut       []fanOutResult `json:"fan_out"`

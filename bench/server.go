@@ -78,6 +78,24 @@ func (g *server) post(ctx context.Context, body []byte) ([]byte, error) {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	b, err := g.do(req)
+	if err == nil && strings.Contains(string(b), `"errors"`) {
+		return b, fmt.Errorf("GraphQL errors: %.300s", b)
+	}
+	return b, err
+}
+
+// get sends a GET request for path and returns the body.
+func (g *server) get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return g.do(req)
+}
+
+// do sends req and returns the body; a status other than 200 is an error.
+func (g *server) do(req *http.Request) ([]byte, error) {
 	resp, err := g.http.Do(req)
 	if err != nil {
 		return nil, err
@@ -87,7 +105,7 @@ func (g *server) post(ctx context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK || strings.Contains(string(b), `"errors"`) {
+	if resp.StatusCode != http.StatusOK {
 		return b, fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, b)
 	}
 	return b, nil
@@ -95,11 +113,28 @@ func (g *server) post(ctx context.Context, body []byte) ([]byte, error) {
 
 // postAll sends the requests at once and returns the first error.
 func (g *server) postAll(ctx context.Context, bodies [][]byte) error {
-	errs := make(chan error, len(bodies))
+	return atOnce(bodies, func(body []byte) error {
+		_, err := g.post(ctx, body)
+		return err
+	})
+}
+
+// getAll gets the paths at once and returns the first error.
+func (g *server) getAll(ctx context.Context, paths []string) error {
+	return atOnce(paths, func(path string) error {
+		_, err := g.get(ctx, path)
+		return err
+	})
+}
+
+// atOnce calls f with each of args, all at once, and returns the first
+// error.
+func atOnce[T any](args []T, f func(T) error) error {
+	errs := make(chan error, len(args))
 	var wg sync.WaitGroup
-	for _, body := range bodies {
+	for _, a := range args {
 		wg.Go(func() {
-			if _, err := g.post(ctx, body); err != nil {
+			if err := f(a); err != nil {
 				errs <- err
 			}
 		})
