@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"reflect"
 	"slices"
@@ -100,7 +101,7 @@ func peers(ctx context.Context, c config, keyspace string, gw *server, raw rawCQ
 	}
 	var out []peerResult
 	for _, size := range peerPages {
-		sides := []measured{
+		sides := []measured{ // in the order of peerServers
 			{meter{database: database}, full(size, raw.read(class, size))},
 			{meter{server: rest.cmd.Process.Pid, database: database}, full(size, restRead(rest, class, size))},
 			{meter{server: gw.cmd.Process.Pid, database: database}, full(size, gatewayRead(gw, class, listItemsQuery(size, "")))},
@@ -145,7 +146,7 @@ func warmUp(ctx context.Context, inFlight int, sides ...measured) {
 
 // restPath is the REST peer's URL path of a page of a read list.
 func restPath(id string, limit int) string {
-	return fmt.Sprintf("/lists/user/%s/%s?limit=%d", id, featureName, limit)
+	return fmt.Sprintf("/lists/user/%s/%s?limit=%d", url.PathEscape(id), featureName, limit)
 }
 
 // restRead reads pages of limit items of lists of class, drawn Zipf-like,
@@ -251,7 +252,13 @@ func peersFanOut(ctx context.Context, c config, rest, gw *server, database int) 
 		for _, i := range sample(rnd, n, class.entities) {
 			paths = append(paths, restPath(entityID(class, i), 10))
 		}
-		return n, rest.getAll(ctx, paths)
+		return n, atOnce(paths, func(path string) error {
+			b, err := rest.get(ctx, path)
+			if err == nil && bytes.Count(b, []byte(`"cursor":`)) != class.size {
+				err = fmt.Errorf("expected %d items: %.200s", class.size, b)
+			}
+			return err
+		})
 	}
 	sides := []measured{{meter{server: gw.cmd.Process.Pid, database: database}, one}, {meter{server: rest.cmd.Process.Pid, database: database}, separate}}
 	warmUp(ctx, 1, sides...)

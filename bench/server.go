@@ -119,14 +119,6 @@ func (g *server) postAll(ctx context.Context, bodies [][]byte) error {
 	})
 }
 
-// getAll gets the paths at once and returns the first error.
-func (g *server) getAll(ctx context.Context, paths []string) error {
-	return atOnce(paths, func(path string) error {
-		_, err := g.get(ctx, path)
-		return err
-	})
-}
-
 // atOnce calls f with each of args, all at once, and returns the first
 // error.
 func atOnce[T any](args []T, f func(T) error) error {
