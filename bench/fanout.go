@@ -31,7 +31,7 @@ const entitiesQuery = `query Many($ids: [ID!]!) { entities(type: "user", entityI
 // fanOut measures, one request at a time, the latency of reading n
 // distinct 10-item lists in one request and in n concurrent requests, and
 // counts the CQL statements the one request costs.
-func fanOut(ctx context.Context, c config, g *gateway, database int, n int) fanOutResult {
+func fanOut(ctx context.Context, c config, g *server, database int, n int) fanOutResult {
 	class := classes[0]
 	n = min(n, class.entities)
 	ids := func(rnd *rand.Rand) []string {
@@ -57,7 +57,7 @@ func fanOut(ctx context.Context, c config, g *gateway, database int, n int) fanO
 		}
 		return n, g.postAll(ctx, bodies)
 	}
-	ones, seps := alternate(ctx, c, meter{gateway: g.cmd.Process.Pid, database: database}, 1, one, separate)
+	ones, seps := alternate(ctx, c, meter{server: g.cmd.Process.Pid, database: database}, 1, one, separate)
 	// Statements of one request, counted alone, once the runs' last
 	// (cut-off) requests are done.
 	time.Sleep(500 * time.Millisecond)
@@ -82,7 +82,7 @@ const batchQuery = `mutation Batch($adds: [ListAddInput!]!) { addListItemsBatch(
 // batchAdds compares, one request at a time, one addListItemsBatch of
 // per items to each of lists distinct write lists with as many
 // addListItems requests sent at once.
-func batchAdds(ctx context.Context, c config, g *gateway, database int, lists, per int) comparison {
+func batchAdds(ctx context.Context, c config, g *server, database int, lists, per int) comparison {
 	ids := func(rnd *rand.Rand) []string {
 		var out []string
 		for _, i := range sample(rnd, lists, writes.lists) {

@@ -22,15 +22,15 @@ type result struct {
 }
 
 // cpuUse is the CPU each process used during a run.
-type cpuUse struct{ client, gateway, database time.Duration }
+type cpuUse struct{ client, server, database time.Duration }
 
 // perOp is the CPU of each process per operation, in microseconds.
-func (r result) perOp() (client, gateway, database float64) {
+func (r result) perOp() (client, server, database float64) {
 	if r.ops == 0 {
 		return 0, 0, 0
 	}
 	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.ops) }
-	return us(r.cpu.client), us(r.cpu.gateway), us(r.cpu.database)
+	return us(r.cpu.client), us(r.cpu.server), us(r.cpu.database)
 }
 
 func (r result) opsPerSec() float64   { return float64(r.ops) / r.elapsed.Seconds() }
@@ -49,12 +49,12 @@ func (r result) percentile(p float64) time.Duration {
 type op func(ctx context.Context, rnd *rand.Rand) (items int, err error)
 
 // meter samples the CPU of the processes a run involves.
-type meter struct{ gateway, database int } // pids; 0 when there is none
+type meter struct{ server, database int } // pids; 0 when there is none
 
 func (m meter) sample() cpuUse {
 	u := cpuUse{client: processCPU(os.Getpid())}
-	if m.gateway != 0 {
-		u.gateway = processCPU(m.gateway)
+	if m.server != 0 {
+		u.server = processCPU(m.server)
 	}
 	if m.database != 0 {
 		u.database = processCPU(m.database)
@@ -109,7 +109,7 @@ func run(ctx context.Context, m meter, concurrency int, d time.Duration, maxOps 
 	wg.Wait()
 	res.elapsed = time.Since(start)
 	after := m.sample()
-	res.cpu = cpuUse{after.client - before.client, after.gateway - before.gateway, after.database - before.database}
+	res.cpu = cpuUse{after.client - before.client, after.server - before.server, after.database - before.database}
 	slices.Sort(res.latencies)
 	return res
 }

@@ -1,12 +1,15 @@
-// Command bench measures the gateway against the database it fronts, in
-// one run on one machine: list reads and adds, counts and searches for
-// values through the GraphQL endpoint against the same statements issued
-// directly with gocql (reads and adds against the embedded store's own
-// calls too); distinct against plain pages, capped against uncapped adds
-// and one batch add against many adds, through the gateway; one request
-// for many entities' lists against many requests; and remove-by-value. It
-// prints a table, and writes it with the machine and the parameters to
-// BENCHMARKS.md and bench/results.json.
+// Command bench measures the gateway against the database it fronts and
+// against its peers, in one run on one machine: pages of lists read with
+// raw gocql, from a hand-written REST service (bench/restpeer), through
+// the gateway and through the gateway built with gqlgen's own marshalers;
+// list adds, counts and searches for values through the GraphQL endpoint
+// against the same statements issued directly with gocql (reads and adds
+// against the embedded store's own calls too); distinct against plain
+// pages, capped against uncapped adds and one batch add against many
+// adds, through the gateway; one request for many entities' lists against
+// many requests; and remove-by-value. It prints a table, and writes it
+// with the machine and the parameters to BENCHMARKS.md and
+// bench/results.json.
 //
 //	go run ./bench --cql-hosts 127.0.0.1:9042     (make bench starts Cassandra first)
 package main
@@ -26,15 +29,18 @@ import (
 )
 
 type config struct {
-	cqlHosts    string
-	duration    time.Duration
-	concurrency int
-	runs        int
-	out, json   string
-	quick       bool
-	only        string
-	gatewayBin  string
-	render      bool
+	cqlHosts string
+	duration time.Duration
+	// peerDuration is the length of each run of the peer table, shorter
+	// than duration so that its 16 cells fit in the full run.
+	peerDuration time.Duration
+	concurrency  int
+	runs         int
+	out, json    string
+	quick        bool
+	only         string
+	gatewayBin   string
+	render       bool
 }
 
 // does reports whether the run includes a group of scenarios.
@@ -54,12 +60,13 @@ func main() {
 	var c config
 	flag.StringVar(&c.cqlHosts, "cql-hosts", "", "CQL contact points of the database to measure against (required)")
 	flag.DurationVar(&c.duration, "duration", 3*time.Second, "length of each measured run")
+	flag.DurationVar(&c.peerDuration, "peer-duration", 2*time.Second, "length of each measured run of the peer table (gocql, REST, gateway, stock gqlgen)")
 	flag.IntVar(&c.concurrency, "concurrency", 32, "requests in flight during throughput runs")
 	flag.IntVar(&c.runs, "runs", 3, "runs of each measurement; medians are reported")
 	flag.StringVar(&c.out, "out", "BENCHMARKS.md", "Markdown report")
 	flag.StringVar(&c.json, "json", "bench/results.json", "JSON report")
-	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: reads, contains, count, adds, distinct, caps, batch, fanout, removes, embedded (for tuning; reports go to .run/)")
-	flag.StringVar(&c.gatewayBin, "gateway-bin", "", "measure this listgate binary instead of building the working tree (to compare commits; reports go to .run/)")
+	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: peers, contains, count, adds, distinct, caps, batch, fanout, removes, embedded (for tuning; reports go to .run/)")
+	flag.StringVar(&c.gatewayBin, "gateway-bin", "", "measure this listgate binary instead of building the working tree (to compare commits; the peer table's REST peer and stock gqlgen build still come from the working tree; reports go to .run/)")
 	flag.BoolVar(&c.render, "render", false, "only write --out again from --json (after a change of the report's text)")
 	flag.BoolVar(&c.quick, "quick", false, "a short run with small lists, to check the harness (reports go to .run/)")
 	flag.Parse()
@@ -81,7 +88,7 @@ func main() {
 		log.Fatal("--cql-hosts is required (make bench starts a Cassandra node and passes it)")
 	}
 	if c.quick {
-		c.duration, c.runs = 500*time.Millisecond, 1
+		c.duration, c.peerDuration, c.runs = 500*time.Millisecond, 500*time.Millisecond, 1
 	}
 	if c.quick || c.only != "" || c.gatewayBin != "" {
 		c.out, c.json = filepath.Join(".run", "BENCHMARKS.partial.md"), filepath.Join(".run", "results.partial.json")
@@ -98,13 +105,14 @@ func main() {
 	fmt.Printf("\nwrote %s and %s in %s\n", c.out, c.json, rep.Took)
 }
 
-// build compiles the gateway, so that it runs as its own process.
-func build() (string, error) {
-	bin, err := filepath.Abs(filepath.Join(".run", "bench", "listgate"))
+// build compiles a command of this module, pkg, with more build flags
+// into .run/bench/name, so that it runs as its own process.
+func build(name, pkg string, flags ...string) (string, error) {
+	bin, err := filepath.Abs(filepath.Join(".run", "bench", name))
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, pkg)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	return bin, cmd.Run()
 }

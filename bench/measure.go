@@ -70,14 +70,14 @@ func value(i int) []byte { return fmt.Appendf(nil, "story%09d", i) }
 // measure runs every scenario and gathers the report.
 func measure(ctx context.Context, c config) (*report, error) {
 	rep := &report{Machine: machine(), Date: time.Now().UTC().Format(time.RFC3339), Concurrency: c.concurrency,
-		Duration: c.duration.String(), Runs: c.runs, Command: "make bench"}
+		Duration: c.duration.String(), PeerDuration: c.peerDuration.String(), Runs: c.runs, Command: "make bench"}
 	if c.quick {
 		classes = []listClass{{"10-item lists", 10, 200}, {"1,000-item lists", 1000, 3}}
 	}
 	bin := c.gatewayBin
 	if bin == "" {
 		var err error
-		if bin, err = build(); err != nil {
+		if bin, err = build("listgate", "."); err != nil {
 			return nil, fmt.Errorf("building the gateway: %w", err)
 		}
 	}
@@ -120,13 +120,10 @@ func measure(ctx context.Context, c config) (*report, error) {
 
 	raw := rawCQL{session: session, keyspace: keyspace, feature: feature, writeFeature: writeFeature}
 	dbPid := databasePid(hosts)
-	for _, class := range classes {
-		if !c.does("reads") {
-			break
+	if c.does("peers") {
+		if rep.Peers, rep.PeerFanOut, err = peers(ctx, c, keyspace, gw, raw, dbPid); err != nil {
+			return nil, err
 		}
-		log("reads of %s (CQL)", class.name)
-		rep.add(compare(ctx, c, c.concurrency, "Get List Items, "+class.name+", limit 100", "CQL", gw, dbPid,
-			raw.read(class), gatewayRead(gw, class, readQuery)))
 	}
 	for _, class := range classes {
 		if !c.does("contains") {
@@ -347,16 +344,17 @@ func (r rawCQL) selectItems(columns string) string {
 	return "SELECT " + columns + " FROM " + r.keyspace + ".list_items WHERE feature_key = ? AND entity_id = ? AND item_key >= ? AND item_key < ? LIMIT ?"
 }
 
-func (r rawCQL) read(class listClass) op {
+// read reads a page of limit items of a list of class.
+func (r rawCQL) read(class listClass, limit int) op {
 	stmt := r.selectItems("item_key, value")
 	z := newZipf(class.entities)
 	fk := r.feature.Key()
 	return func(ctx context.Context, rnd *rand.Rand) (int, error) {
-		iter := r.session.Query(stmt, fk, entityID(class, z.draw(rnd)), "", keys.MaxItemKey, readLimit+1).
-			WithContext(ctx).PageSize(readLimit + 1).Idempotent(true).Iter()
+		iter := r.session.Query(stmt, fk, entityID(class, z.draw(rnd)), "", keys.MaxItemKey, limit+1).
+			WithContext(ctx).PageSize(limit + 1).Idempotent(true).Iter()
 		sc := iter.Scanner()
 		n := 0
-		for sc.Next() && n < readLimit {
+		for sc.Next() && n < limit {
 			var key string
 			var v []byte
 			if err := sc.Scan(&key, &v); err != nil {
@@ -434,15 +432,15 @@ func (s storeCalls) add(n int) op {
 	}
 }
 
-// listItemsQuery reads a page of 100 items of a read list, with more
+// listItemsQuery reads a page of limit items of a read list, with more
 // arguments of listItems.
-func listItemsQuery(args string) string {
-	return `query Read($id: ID!) { listItems(entityType: "user", entityId: $id, feature: "` + featureName + `", limit: 100` + args + `) { items { value timestamp cursor } hasMore endCursor } }`
+func listItemsQuery(limit int, args string) string {
+	return `query Read($id: ID!) { listItems(entityType: "user", entityId: $id, feature: "` + featureName + `", limit: ` + strconv.Itoa(limit) + args + `) { items { value timestamp cursor } hasMore endCursor } }`
 }
 
 var (
-	readQuery         = listItemsQuery("")
-	distinctReadQuery = listItemsQuery(", distinct: true")
+	readQuery         = listItemsQuery(readLimit, "")
+	distinctReadQuery = listItemsQuery(readLimit, ", distinct: true")
 )
 
 const (
@@ -454,7 +452,7 @@ const (
 // Zipf-like, and counts the items of the answer with items. The request
 // bodies, one per entity, are made up front, as the gocql side's
 // statements are.
-func entityRequests(g *gateway, class listClass, query string, vars map[string]any, items func(answer []byte) (int, error)) op {
+func entityRequests(g *server, class listClass, query string, vars map[string]any, items func(answer []byte) (int, error)) op {
 	z := newZipf(class.entities)
 	bodies := make([][]byte, class.entities)
 	for i := range bodies {
@@ -471,14 +469,14 @@ func entityRequests(g *gateway, class listClass, query string, vars map[string]a
 	}
 }
 
-func gatewayRead(g *gateway, class listClass, query string) op {
+func gatewayRead(g *server, class listClass, query string) op {
 	return entityRequests(g, class, query, nil, func(b []byte) (int, error) { return bytes.Count(b, []byte(`"cursor":`)), nil })
 }
 
 // gatewayContains asks for containsValues values: half of them in the list
 // (all of a list that holds fewer), the others in no list, so that the
 // whole list is read. Its items are the keys read.
-func gatewayContains(g *gateway, class listClass) op {
+func gatewayContains(g *server, class listClass) op {
 	present := min(containsValues/2, class.size)
 	vs := make([]string, 0, containsValues)
 	for i := range present {
@@ -496,7 +494,7 @@ func gatewayContains(g *gateway, class listClass) op {
 }
 
 // gatewayCount counts a whole list. Its items are the keys read.
-func gatewayCount(g *gateway, class listClass) op {
+func gatewayCount(g *server, class listClass) op {
 	want := fmt.Appendf(nil, `"listCount":%d}`, class.size)
 	return entityRequests(g, class, countQuery, nil, func(b []byte) (int, error) {
 		if !bytes.Contains(b, want) {
@@ -525,7 +523,7 @@ func addRequest(query, id string, items []map[string]string) []byte {
 	return body
 }
 
-func gatewayAdd(g *gateway, t addTarget, n int) op {
+func gatewayAdd(g *server, t addTarget, n int) op {
 	z := newZipf(t.lists)
 	query := t.addQuery()
 	return func(ctx context.Context, rnd *rand.Rand) (int, error) {
@@ -539,8 +537,8 @@ func gatewayAdd(g *gateway, t addTarget, n int) op {
 // alternating which goes first, with inFlight requests in flight, and
 // the CPU of the gateway and of the database (its pid; 0: none, or
 // unknown) on both sides.
-func compare(ctx context.Context, c config, inFlight int, name, db string, g *gateway, database int, base, gw op) comparison {
-	m := meter{gateway: g.cmd.Process.Pid, database: database}
+func compare(ctx context.Context, c config, inFlight int, name, db string, g *server, database int, base, gw op) comparison {
+	m := meter{server: g.cmd.Process.Pid, database: database}
 	bases, gws := alternate(ctx, c, m, inFlight, base, gw)
 	return newComparison(name, db, inFlight, bases, gws)
 }
@@ -548,19 +546,29 @@ func compare(ctx context.Context, c config, inFlight int, name, db string, g *ga
 // alternate measures a and b runs times each, alternating which goes
 // first.
 func alternate(ctx context.Context, c config, m meter, inFlight int, a, b op) (as, bs []result) {
+	rs := rotate(ctx, c.runs, c.duration, inFlight, measured{m, a}, measured{m, b})
+	return rs[0], rs[1]
+}
+
+// measured is an operation and the processes whose CPU it costs.
+type measured struct {
+	m meter
+	f op
+}
+
+// rotate measures each of sides runs times for d, the first of the sides
+// first in the first round, the second first in the next, and so on; its
+// results are by side, then by round.
+func rotate(ctx context.Context, runs int, d time.Duration, inFlight int, sides ...measured) [][]result {
 	const maxOps = 1 << 22
-	for i := range c.runs {
-		runA := func() { as = append(as, run(ctx, m, inFlight, c.duration, maxOps, a)) }
-		runB := func() { bs = append(bs, run(ctx, m, inFlight, c.duration, maxOps, b)) }
-		if i%2 == 0 {
-			runA()
-			runB()
-		} else {
-			runB()
-			runA()
+	out := make([][]result, len(sides))
+	for i := range runs {
+		for j := range sides {
+			k := (i + j) % len(sides)
+			out[k] = append(out[k], run(ctx, sides[k].m, inFlight, d, maxOps, sides[k].f))
 		}
 	}
-	return as, bs
+	return out
 }
 
 // databasePid finds the process on this machine that listens on the first

@@ -62,14 +62,18 @@ func newComparison(name, db string, inFlight int, bases, gws []result) compariso
 }
 
 type report struct {
-	Machine     string       `json:"machine"`
-	Date        string       `json:"date"`
-	Command     string       `json:"command"`
-	Concurrency int          `json:"concurrency"`
-	Duration    string       `json:"duration_per_run"`
-	Runs        int          `json:"runs"`
-	Took        string       `json:"took"`
-	Comparisons []comparison `json:"comparisons"`
+	Machine     string `json:"machine"`
+	Date        string `json:"date"`
+	Command     string `json:"command"`
+	Concurrency int    `json:"concurrency"`
+	Duration    string `json:"duration_per_run"`
+	Runs        int    `json:"runs"`
+	Took        string `json:"took"`
+	// The peer table: each server by page size and requests in flight.
+	PeerDuration string       `json:"peer_duration_per_run,omitempty"`
+	Peers        []peerResult `json:"peers,omitempty"`
+	PeerFanOut   *peerFanOut  `json:"peer_fan_out,omitempty"`
+	Comparisons  []comparison `json:"comparisons"`
 	// Two ways of doing one thing, both through the gateway.
 	Alternatives []comparison   `json:"through_gateway"`
 	FanOut       []fanOutResult `json:"fan_out"`
@@ -133,7 +137,9 @@ func (r *report) write(mdPath, jsonPath string) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Benchmarks\n\nThe latest full run of `%s` (bench/, about %s). Machine: %s. Run on %s.\n\n", r.Command, r.Took, r.Machine, r.Date[:10])
-	fmt.Fprintf(&b, "Every figure is the median of %d runs of %s each, baseline and gateway alternating; throughput runs keep %d requests in flight, on loopback, with the load generator, the gateway and the database sharing the machine's cores. The baseline is the same single-partition statement issued directly with gocql (CQL), or the embedded store's own call; the gateway is the GraphQL endpoint of a separate `listgate` process. Reads ask for 100 items (`items { value timestamp cursor }`) of a list drawn Zipf-like (s = 1.1); adds write to 1,000 lists drawn the same way. `listContains` asks for 1,000 values, half of them in the list (on 10-item lists its 10 and 990 others), so that the whole list is read, and `listCount` counts a whole list: both read the list's keys only, their baseline is that key-only query (`SELECT item_key`, paged by 5,000 rows) issued with gocql, and their items are the keys read.\n\n", r.Runs, r.Duration, r.Concurrency)
+	r.writePeers(&b)
+	b.WriteString("## The gateway against its store\n\n")
+	fmt.Fprintf(&b, "Every figure is the median of %d runs of %s each, baseline and gateway alternating; throughput runs keep %d requests in flight, on loopback, with the load generator, the gateway and the database sharing the machine's cores. The baseline is the same single-partition statement issued directly with gocql (CQL), or the embedded store's own call; the gateway is the GraphQL endpoint of a separate `listgate` process. Reads (of the embedded store; of CQL, see the peer table above) ask for 100 items (`items { value timestamp cursor }`) of a list drawn Zipf-like (s = 1.1); adds write to 1,000 lists drawn the same way. `listContains` asks for 1,000 values, half of them in the list (on 10-item lists its 10 and 990 others), so that the whole list is read, and `listCount` counts a whole list: both read the list's keys only, their baseline is that key-only query (`SELECT item_key`, paged by 5,000 rows) issued with gocql, and their items are the keys read.\n\n", r.Runs, r.Duration, r.Concurrency)
 	b.WriteString("On one machine the load generator, the gateway and the database share the cores, so every microsecond of CPU the gateway and its HTTP client spend is taken from the database: the last two columns show where each request's CPU goes (from /proc, per process). The database's CPU per request also grows as its request rate falls (fewer requests share each wake-up), so a slower client costs it more per request. Gateway and database on their own hosts, as in production, are what these ratios understate.\n\n")
 	b.WriteString("| scenario | store | baseline items/s | gateway items/s | gateway / baseline (runs) | baseline p50 / p99 / p99.9 ms | gateway p50 / p99 / p99.9 ms | CPU µs/request, baseline: client + db | CPU µs/request, gateway: client + gateway + db |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Comparisons {

@@ -17,8 +17,9 @@ import (
 	"time"
 )
 
-// gateway is a listgate process the benchmark starts and measures.
-type gateway struct {
+// server is a process the benchmark starts and measures: a listgate
+// gateway, or a peer it is compared with.
+type server struct {
 	cmd  *exec.Cmd
 	base string
 	http *http.Client
@@ -26,9 +27,16 @@ type gateway struct {
 
 var servingRE = regexp.MustCompile(`serving (http://\S+)`)
 
-// startGateway runs the built binary with args on a free loopback port.
-func startGateway(bin string, concurrency int, args ...string) (*gateway, error) {
-	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+// startGateway runs a built listgate binary with args on a free loopback
+// port.
+func startGateway(bin string, concurrency int, args ...string) (*server, error) {
+	return startServer(bin, concurrency, append([]string{"--listen", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+}
+
+// startServer runs bin with args, which make it listen on a free loopback
+// port and print "serving http://…" as its first line on stdout.
+func startServer(bin string, concurrency int, args ...string) (*server, error) {
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -41,17 +49,17 @@ func startGateway(bin string, concurrency int, args ...string) (*gateway, error)
 	m := servingRE.FindStringSubmatch(line)
 	if err != nil || m == nil {
 		cmd.Process.Kill()
-		return nil, fmt.Errorf("gateway did not start: %q %v", line, err)
+		return nil, fmt.Errorf("%s did not start: %q %v", bin, line, err)
 	}
 	go io.Copy(io.Discard, out)
 	// Room for the 100 requests the fan-out and batch comparisons send at
 	// once, so that none of them opens a connection.
 	idle := max(concurrency*2, 128)
 	t := &http.Transport{MaxIdleConns: idle, MaxIdleConnsPerHost: idle, IdleConnTimeout: time.Minute}
-	return &gateway{cmd: cmd, base: m[1], http: &http.Client{Transport: t, Timeout: 30 * time.Second}}, nil
+	return &server{cmd: cmd, base: m[1], http: &http.Client{Transport: t, Timeout: 30 * time.Second}}, nil
 }
 
-func (g *gateway) stop() {
+func (g *server) stop() {
 	g.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { g.cmd.Wait(); close(done) }()
@@ -64,12 +72,30 @@ func (g *gateway) stop() {
 
 // post sends one GraphQL request and returns its body; a response with
 // errors is an error.
-func (g *gateway) post(ctx context.Context, body []byte) ([]byte, error) {
+func (g *server) post(ctx context.Context, body []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base+"/graphql", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	b, err := g.do(req)
+	if err == nil && strings.Contains(string(b), `"errors"`) {
+		return b, fmt.Errorf("GraphQL errors: %.300s", b)
+	}
+	return b, err
+}
+
+// get sends a GET request for path and returns the body.
+func (g *server) get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return g.do(req)
+}
+
+// do sends req and returns the body; a status other than 200 is an error.
+func (g *server) do(req *http.Request) ([]byte, error) {
 	resp, err := g.http.Do(req)
 	if err != nil {
 		return nil, err
@@ -79,19 +105,28 @@ func (g *gateway) post(ctx context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK || strings.Contains(string(b), `"errors"`) {
+	if resp.StatusCode != http.StatusOK {
 		return b, fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, b)
 	}
 	return b, nil
 }
 
 // postAll sends the requests at once and returns the first error.
-func (g *gateway) postAll(ctx context.Context, bodies [][]byte) error {
-	errs := make(chan error, len(bodies))
+func (g *server) postAll(ctx context.Context, bodies [][]byte) error {
+	return atOnce(bodies, func(body []byte) error {
+		_, err := g.post(ctx, body)
+		return err
+	})
+}
+
+// atOnce calls f with each of args, all at once, and returns the first
+// error.
+func atOnce[T any](args []T, f func(T) error) error {
+	errs := make(chan error, len(args))
 	var wg sync.WaitGroup
-	for _, body := range bodies {
+	for _, a := range args {
 		wg.Go(func() {
-			if _, err := g.post(ctx, body); err != nil {
+			if err := f(a); err != nil {
 				errs <- err
 			}
 		})
@@ -114,8 +149,8 @@ func processCPU(pid int) time.Duration {
 }
 
 // metric sums the values of a Prometheus series (with a label filter) in
-// the gateway's /metrics.
-func (g *gateway) metric(name, labelFilter string) (float64, error) {
+// a gateway's /metrics.
+func (g *server) metric(name, labelFilter string) (float64, error) {
 	resp, err := g.http.Get(g.base + "/metrics")
 	if err != nil {
 		return 0, err
