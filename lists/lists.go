@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -71,6 +70,7 @@ type Service struct {
 	limits  Limits
 	now     func() time.Time
 	loader  *loader
+	workers *workers
 	hub     *watch.Hub
 }
 
@@ -85,6 +85,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.loader = l
+	s.workers = newWorkers(cfg.Loader.Concurrency)
 	w := cfg.Watch
 	w.Store, w.Meter, w.Now = cfg.Store, cfg.Meter, cfg.Now
 	if w.Tracer = cfg.Tracer; w.Tracer == nil {
@@ -99,8 +100,11 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Close ends every subscription's watch.
-func (s *Service) Close() { s.hub.Close() }
+// Close ends every subscription's watch, and the idle workers.
+func (s *Service) Close() {
+	s.hub.Close()
+	s.workers.close()
+}
 
 // WatchQuery asks for the items added to a list, from now on or since a
 // time (ns).
@@ -418,17 +422,10 @@ func (s *Service) AddBatch(ctx context.Context, adds []ListAdd) ([]BatchResult, 
 		return nil, nil
 	}
 	results := make([]BatchResult, len(writes))
-	sem := make(chan struct{}, s.loader.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for i, w := range writes {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			res, err := s.store.AddItems(ctx, w.l, w.items)
-			results[i] = BatchResult{AddResult: res, Err: err}
-		})
-	}
-	wg.Wait()
+	s.workers.each(len(writes), s.loader.cfg.Concurrency, func(i int) {
+		res, err := s.store.AddItems(ctx, writes[i].l, writes[i].items)
+		results[i] = BatchResult{AddResult: res, Err: err}
+	})
 	return results, nil
 }
 

@@ -174,20 +174,9 @@ func (l *loader) batch(ctx context.Context, keys []readKey) []*dataloader.Result
 		res, err := l.s.read(ctx, req, keys[i])
 		results[i] = &dataloader.Result[readResult]{Data: res, Error: err}
 	}
-	if len(keys) == 1 {
-		read(0)
-		return results
-	}
-	sem := make(chan struct{}, l.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for i := range keys {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			read(i)
-		})
-	}
-	wg.Wait()
+	// Even one key is read on a worker: the dataloader runs each batch on
+	// a goroutine of its own, whose stack would grow for the read.
+	l.s.workers.each(len(keys), l.cfg.Concurrency, read)
 	return results
 }
 

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -93,7 +94,13 @@ func Setup(ctx context.Context, getenv func(string) string, opts Options) (*Tele
 		sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram, Unit: "s"},
 		sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: LatencyBuckets}},
 	)
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res), sdkmetric.WithView(latency))
+	mpOpts := []sdkmetric.Option{sdkmetric.WithReader(reader), sdkmetric.WithResource(res), sdkmetric.WithView(latency)}
+	if !t.Tracing() {
+		// Exemplars name sampled spans; with no spans, the default filter
+		// only looks each measurement's context through for one.
+		mpOpts = append(mpOpts, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
+	}
+	mp := sdkmetric.NewMeterProvider(mpOpts...)
 	t.MeterProvider = mp
 	t.shutdown = append(t.shutdown, mp.Shutdown)
 	return t, nil
