@@ -4,7 +4,8 @@
 test:
 	scripts/test
 
-# Gateway against raw gocql and the embedded store; writes BENCHMARKS.md.
+# The gateway against a hand-written REST service, stock gqlgen, raw gocql
+# and the embedded store; writes BENCHMARKS.md (about 9 minutes).
 bench:
 	scripts/bench
 
