@@ -43,6 +43,7 @@ func TestTransportMistakesSayWhatToSend(t *testing.T) {
 		{"no content type (curl --data)", http.MethodPost, "application/x-www-form-urlencoded", "", `{"query":"{ listFeatures { key } }"}`,
 			http.StatusUnsupportedMediaType, "BAD_REQUEST", "send Content-Type: application/json"},
 		{"a body that is not JSON", http.MethodPost, "application/json", "", `{"query": `, http.StatusBadRequest, "BAD_REQUEST", "not a JSON object such as"},
+		{"a query that is not a string", http.MethodPost, "application/json", "", `{"query": 5}`, http.StatusBadRequest, "BAD_REQUEST", "not a JSON object such as"},
 		{"another method", http.MethodPut, "application/json", "", `{}`, http.StatusMethodNotAllowed, "BAD_REQUEST", "send a POST"},
 		{"a mutation over GET", http.MethodGet, "", "", "", http.StatusNotAcceptable, "BAD_REQUEST", "send a mutation with POST"},
 		{"a preflight from an unlisted origin", http.MethodOptions, "", "https://app.example.com", "", http.StatusForbidden, "FORBIDDEN", "--cors-origins"},
@@ -84,8 +85,8 @@ func TestTransportMistakesSayWhatToSend(t *testing.T) {
 			}
 		}
 	}
-	if outcomes["BAD_REQUEST"] != 4 || outcomes["FORBIDDEN"] != 1 || outcomes["ok"] != 0 {
-		t.Fatalf("outcomes counted: %v; want 4 BAD_REQUEST, 1 FORBIDDEN", outcomes)
+	if outcomes["BAD_REQUEST"] != 5 || outcomes["FORBIDDEN"] != 1 || outcomes["ok"] != 0 {
+		t.Fatalf("outcomes counted: %v; want 5 BAD_REQUEST, 1 FORBIDDEN", outcomes)
 	}
 }
 

@@ -63,7 +63,7 @@ func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecuto
 	}
 	if err := decodeJSON(body, params); err != nil {
 		w.WriteHeader(http.StatusBadRequest)
-		if json.Valid(body) {
+		if json.Valid(body) && !jsontext.Value(body).IsValid() {
 			// Syntax encoding/json would take, but invalid UTF-8, a lone
 			// surrogate ("\ud800") or a name twice: decoded leniently,
 			// distinct values would become one; refuse them.
@@ -71,7 +71,7 @@ func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecuto
 			return
 		}
 		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf(
-			`%w: the body is not a JSON object such as {"query": "{ listFeatures { key } }", "variables": {}}: %s`, errkind.Malformed, strings.TrimPrefix(err.Error(), "jsontext: ")))}))
+			`%w: the body is not a JSON object such as {"query": "{ listFeatures { key } }", "variables": {}}: %s`, errkind.Malformed, jsonError(err)))}))
 		return
 	}
 	params.Headers = r.Header
@@ -104,6 +104,15 @@ var jsonOptions = jsonv2.JoinOptions(
 
 func decodeJSON(data []byte, into any) error {
 	return jsonv2.Unmarshal(data, into, jsonOptions)
+}
+
+// jsonError is decodeJSON's error without its package's prefix.
+func jsonError(err error) string {
+	msg := err.Error()
+	for _, prefix := range []string{"jsontext: ", "json: "} {
+		msg = strings.TrimPrefix(msg, prefix)
+	}
+	return msg
 }
 
 // strictJSONError says why a body that encoding/json would take is not
@@ -153,7 +162,7 @@ func (get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor
 	for name, into := range map[string]*map[string]any{"variables": &params.Variables, "extensions": &params.Extensions} {
 		if v := q.Get(name); v != "" {
 			if err := decodeJSON([]byte(v), into); err != nil {
-				fail(http.StatusBadRequest, fmt.Errorf("%w: the %s parameter is not a JSON object: %v", errkind.Malformed, name, err))
+				fail(http.StatusBadRequest, fmt.Errorf("%w: the %s parameter is not a JSON object: %s", errkind.Malformed, name, jsonError(err)))
 				return
 			}
 		}
