@@ -155,6 +155,7 @@ func (c *complexityLimit) measure(oc *graphql.OperationContext) (int, bool, *gql
 	return total, once, nil
 }
 
+// rootType is the schema's type of an operation's root fields.
 func rootType(op ast.Operation) string {
 	switch op {
 	case ast.Mutation:

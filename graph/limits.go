@@ -61,13 +61,7 @@ func (a *authorization) MutateOperationContext(ctx context.Context, oc *graphql.
 		return nil
 	}
 	p := principalFrom(ctx)
-	root := "Query"
-	switch oc.Operation.Operation {
-	case ast.Mutation:
-		root = "Mutation"
-	case ast.Subscription:
-		root = "Subscription"
-	}
+	root := rootType(oc.Operation.Operation)
 	for _, f := range graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{root}) {
 		if f.Name == "__typename" {
 			continue

@@ -239,6 +239,13 @@ func requestFrom(ctx context.Context) *request {
 	return r
 }
 
+// unauthenticated answers a request whose credentials were refused.
+func unauthenticated(w http.ResponseWriter, req *request, err error) {
+	req.info.addCode(CodeUnauthenticated)
+	w.Header().Set("WWW-Authenticate", `Bearer realm="listgate"`)
+	writeRequestError(w, http.StatusUnauthorized, CodeUnauthenticated, err.Error())
+}
+
 func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	req := &request{}
@@ -263,9 +270,7 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if h := r.Header.Get("Authorization"); h != "" {
 			p, err := e.auth.Authenticate(h)
 			if err != nil {
-				req.info.addCode(CodeUnauthenticated)
-				w.Header().Set("WWW-Authenticate", `Bearer realm="listgate"`)
-				writeRequestError(w, http.StatusUnauthorized, CodeUnauthenticated, err.Error())
+				unauthenticated(w, req, err)
 				return
 			}
 			req.principal = p
@@ -289,9 +294,7 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := e.auth.Authenticate(r.Header.Get("Authorization"))
 	if err != nil {
-		req.info.addCode(CodeUnauthenticated)
-		w.Header().Set("WWW-Authenticate", `Bearer realm="listgate"`)
-		writeRequestError(w, http.StatusUnauthorized, CodeUnauthenticated, err.Error())
+		unauthenticated(w, req, err)
 		return
 	}
 	req.principal = p

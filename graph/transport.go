@@ -121,7 +121,7 @@ func strictJSONError(body []byte) string {
 	_, err := jsontext.NewDecoder(bytes.NewReader(body)).ReadValue()
 	msg := "request body: not strict JSON"
 	if err != nil {
-		msg += ": " + strings.TrimPrefix(err.Error(), "jsontext: ")
+		msg += ": " + jsonError(err)
 	}
 	return msg + " (strings must be valid UTF-8 without lone surrogates, and names unique)"
 }

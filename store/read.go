@@ -226,10 +226,28 @@ func CountItems(ctx context.Context, l List, w Window, maxRows int, scan Scanner
 	}
 	v := &view{f: l.Feature}
 	rg := regionOf(w, "")
+	n := 0
+	err := v.scanKeys(ctx, rg, maxRows, scan, func(row Row, ranked bool) bool {
+		if !ranked || row.Key < rg.before {
+			n++
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// scanKeys calls fn, with scan, for each visible row of region, keys
+// only, until fn returns false; ranked says whether the scan reads past
+// the region for a cap's ranking. ErrTooManyRows when that means looking
+// at more than maxRows rows.
+func (v *view) scanKeys(ctx context.Context, rg region, maxRows int, scan Scanner, fn func(row Row, ranked bool) bool) error {
 	s, ranked := v.scanFor(rg)
 	s.Limit = maxRows + 1
 	v.rankLimit(&s)
-	n, looked := 0, 0
+	looked := 0
 	err := scan(ctx, s, func(row Row) bool {
 		ok, end := v.visible(row)
 		if end {
@@ -238,18 +256,12 @@ func CountItems(ctx context.Context, l List, w Window, maxRows int, scan Scanner
 		if looked++; looked > maxRows {
 			return false
 		}
-		if ok && (!ranked || row.Key < rg.before) {
-			n++
-		}
-		return true
+		return !ok || fn(row, ranked)
 	})
-	if err != nil {
-		return 0, err
+	if err == nil && looked > maxRows {
+		err = ErrTooManyRows
 	}
-	if looked > maxRows {
-		return 0, ErrTooManyRows
-	}
-	return n, nil
+	return err
 }
 
 // FindItems finds, with scan, the newest visible item at or after
@@ -270,21 +282,7 @@ func FindItems(ctx context.Context, l List, hashes []string, minTimestamp int64,
 	}
 	found := make([]string, len(hashes))
 	v := &view{f: l.Feature}
-	s, _ := v.scanFor(regionOf(Window{MinTimestamp: minTimestamp}, ""))
-	s.Limit = maxRows + 1
-	v.rankLimit(&s)
-	looked := 0
-	err := scan(ctx, s, func(row Row) bool {
-		ok, end := v.visible(row)
-		if end {
-			return false
-		}
-		if looked++; looked > maxRows {
-			return false
-		}
-		if !ok {
-			return true
-		}
+	err := v.scanKeys(ctx, regionOf(Window{MinTimestamp: minTimestamp}, ""), maxRows, scan, func(row Row, _ bool) bool {
 		h := keys.HashOf(row.Key)
 		for _, i := range want[h] {
 			found[i] = row.Key
@@ -294,9 +292,6 @@ func FindItems(ctx context.Context, l List, hashes []string, minTimestamp int64,
 	})
 	if err != nil {
 		return nil, err
-	}
-	if looked > maxRows {
-		return nil, ErrTooManyRows
 	}
 	return found, nil
 }

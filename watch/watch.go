@@ -156,12 +156,18 @@ func (h *Hub) Subscribe(ctx context.Context, l store.List, since *int64) (*Subsc
 				return
 			}
 		}
+		send := func(it store.Item) bool {
+			select {
+			case out <- it:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
 		for {
 			select {
 			case it := <-sub.live:
-				select {
-				case out <- it:
-				case <-ctx.Done():
+				if !send(it) {
 					return
 				}
 			case <-sub.done:
@@ -170,9 +176,7 @@ func (h *Hub) Subscribe(ctx context.Context, l store.List, since *int64) (*Subsc
 				for {
 					select {
 					case it := <-sub.live:
-						select {
-						case out <- it:
-						case <-ctx.Done():
+						if !send(it) {
 							return
 						}
 					default:
