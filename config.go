@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -16,7 +17,7 @@ import (
 
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/features"
-	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
@@ -25,9 +26,11 @@ import (
 // config is every setting, read once at start-up from flags and from
 // LISTGATE_* environment variables (a flag wins over its variable).
 type config struct {
-	Mode    string // dev or prod
-	Listen  string
-	DataDir string
+	Mode           string // dev or prod
+	Listen         string
+	DevAllowRemote bool     // dev mode without credentials may listen beyond loopback
+	AllowedHosts   []string // Host names answered besides loopback ones
+	DataDir        string
 
 	APIKeys     []string
 	JWTKeysFile string
@@ -49,8 +52,8 @@ type config struct {
 	CQLReplication      string
 	FeatureRefresh      time.Duration
 	Loader              lists.LoaderConfig
-	Limits              graph.Limits
-	Subscriptions       graph.Subscriptions
+	Limits              endpoint.Limits
+	Subscriptions       endpoint.Subscriptions
 	Introspection       bool
 	Playground          bool
 	CORSOrigins         []string
@@ -114,7 +117,7 @@ var commandOnly = map[string]bool{"version": true}
 
 // flagText are the flags parseConfig reads as text and turns into settings.
 type flagText struct {
-	apiKeys, apiKeysFile, hosts, readCL, writeCL, origins *string
+	apiKeys, apiKeysFile, hosts, readCL, writeCL, origins, allowedHosts *string
 }
 
 // newFlagSet defines every flag, each setting its part of c.
@@ -129,8 +132,10 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.StringVar(&c.JWTKeysFile, "jwt-keys-file", "", "PEM file of the public keys (RSA, ECDSA, Ed25519) that sign valid JWTs")
 	fs.StringVar(&c.JWTJWKSURL, "jwt-jwks-url", "", "URL of the JWKS whose keys sign valid JWTs (an identity provider's jwks_uri), fetched hourly and when a token names an unknown key")
 	fs.StringVar(&c.JWTIssuer, "jwt-issuer", "", "iss a JWT must carry (empty: any)")
-	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "aud a JWT must carry (empty: any)")
+	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "aud a JWT must carry (empty: any; --mode prod with JWTs requires one, so that tokens an identity provider mints for other applications do not verify)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
+	fs.BoolVar(&c.DevAllowRemote, "dev-allow-remote", false, "let --mode dev without credentials listen beyond loopback (e.g. --listen 0.0.0.0:8080 in a container): every caller that reaches it then has every scope")
+	allowedHosts := fs.String("allowed-hosts", "", "Host names the gateway answers for besides localhost and IP addresses, comma separated (* any); without authentication others are refused (DNS rebinding), with it any is answered unless names are set")
 	fs.StringVar(&c.DataDir, "data-dir", "./data", "folder of the embedded store, used when no CQL hosts are set")
 	hosts := fs.String("cql-hosts", "", "ScyllaDB or Cassandra contact points, comma separated (host or host:port); empty runs the embedded store")
 	fs.StringVar(&c.CQLKeyspace, "cql-keyspace", "listgate", "keyspace of the list tables")
@@ -147,33 +152,37 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.DurationVar(&c.Loader.Wait, "loader-wait", lists.DefaultLoaderConfig.Wait, "how long the list loader gathers keys before a batch runs")
 	fs.IntVar(&c.Loader.MaxBatch, "loader-max-batch", lists.DefaultLoaderConfig.MaxBatch, "keys that make the list loader run a batch at once")
 	fs.IntVar(&c.Loader.Concurrency, "loader-concurrency", lists.DefaultLoaderConfig.Concurrency, "queries one loader batch runs at once")
-	fs.IntVar(&c.Limits.MaxListLimit, "max-list-limit", graph.DefaultLimits.MaxListLimit, "largest limit of one list")
-	fs.IntVar(&c.Limits.MaxEntities, "max-entities", graph.DefaultLimits.MaxEntities, "most entity ids in one entities query")
-	fs.IntVar(&c.Limits.MaxCount, "max-count", graph.DefaultLimits.MaxCount, "most items one listCount, or one listContains, may look at")
-	fs.IntVar(&c.Limits.MaxScanFactor, "max-scan-factor", graph.DefaultLimits.MaxScanFactor, "rows a distinct page (or one of a feature created again) may look at, per item of its limit")
-	fs.IntVar(&c.Limits.MaxValues, "max-values", graph.DefaultLimits.MaxValues, "most values in one listContains or removeListItemsWithValues")
-	fs.IntVar(&c.Limits.MaxBatchLists, "max-batch-lists", graph.DefaultLimits.MaxBatchLists, "most lists in one addListItemsBatch")
-	fs.IntVar(&c.Limits.MaxDepth, "max-depth", graph.DefaultLimits.MaxDepth, "deepest nesting of fields in one operation")
-	fs.IntVar(&c.Limits.MaxComplexity, "max-complexity", graph.DefaultLimits.MaxComplexity, "largest operation complexity (a list counts its fields times its limit)")
-	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", graph.DefaultLimits.MaxBodyBytes, "largest request body")
-	fs.IntVar(&c.Limits.MaxTokens, "max-tokens", graph.DefaultLimits.MaxTokens, "most tokens in one GraphQL document")
-	fs.IntVar(&c.Limits.MaxFields, "max-fields", graph.DefaultLimits.MaxFields, "most fields in one operation, aliases counted and fragments expanded")
-	fs.IntVar(&c.Limits.MaxResponseBytes, "max-response-bytes", graph.DefaultLimits.MaxResponseBytes, "most bytes of list items in one response")
-	fs.IntVar(&c.Limits.MaxInFlightComplexity, "max-in-flight-complexity", graph.DefaultLimits.MaxInFlightComplexity, "complexity of the operations running at once (at least --max-complexity); more wait for room until their deadline")
-	fs.IntVar(&c.Limits.MaxInFlight, "max-in-flight", graph.DefaultLimits.MaxInFlight, "GraphQL requests served at once; more are refused with 503")
-	fs.DurationVar(&c.Limits.RequestTimeout, "request-timeout", graph.DefaultLimits.RequestTimeout, "deadline of one request, passed down to every CQL statement")
-	fs.IntVar(&c.Limits.QueryCacheBytes, "query-cache-bytes", graph.DefaultLimits.QueryCacheBytes, "memory for parsed GraphQL documents, estimated")
-	fs.IntVar(&c.Limits.APQCacheBytes, "apq-cache-bytes", graph.DefaultLimits.APQCacheBytes, "memory for automatic persisted queries")
+	fs.IntVar(&c.Limits.MaxListLimit, "max-list-limit", endpoint.DefaultLimits.MaxListLimit, "largest limit of one list")
+	fs.IntVar(&c.Limits.MaxEntities, "max-entities", endpoint.DefaultLimits.MaxEntities, "most entity ids in one entities query")
+	fs.IntVar(&c.Limits.MaxCount, "max-count", endpoint.DefaultLimits.MaxCount, "most items one listCount, or one listContains, may look at")
+	fs.IntVar(&c.Limits.MaxScanFactor, "max-scan-factor", endpoint.DefaultLimits.MaxScanFactor, "rows a distinct page (or one of a feature created again) may look at, per item of its limit")
+	fs.IntVar(&c.Limits.MaxValues, "max-values", endpoint.DefaultLimits.MaxValues, "most values in one listContains or removeListItemsWithValues")
+	fs.IntVar(&c.Limits.MaxBatchLists, "max-batch-lists", endpoint.DefaultLimits.MaxBatchLists, "most lists in one addListItemsBatch")
+	fs.IntVar(&c.Limits.MaxDepth, "max-depth", endpoint.DefaultLimits.MaxDepth, "deepest nesting of fields in one operation")
+	fs.IntVar(&c.Limits.MaxComplexity, "max-complexity", endpoint.DefaultLimits.MaxComplexity, "largest operation complexity (a list counts its fields times its limit)")
+	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", endpoint.DefaultLimits.MaxBodyBytes, "largest request body")
+	fs.IntVar(&c.Limits.MaxTokens, "max-tokens", endpoint.DefaultLimits.MaxTokens, "most tokens in one GraphQL document")
+	fs.IntVar(&c.Limits.MaxFields, "max-fields", endpoint.DefaultLimits.MaxFields, "most fields in one operation, aliases counted and fragments expanded")
+	fs.IntVar(&c.Limits.MaxResponseBytes, "max-response-bytes", endpoint.DefaultLimits.MaxResponseBytes, "most bytes of list items in one response")
+	fs.IntVar(&c.Limits.MaxInFlightComplexity, "max-in-flight-complexity", endpoint.DefaultLimits.MaxInFlightComplexity, "complexity of the operations running at once (at least --max-complexity); more wait for room until their deadline")
+	fs.IntVar(&c.Limits.MaxInFlight, "max-in-flight", endpoint.DefaultLimits.MaxInFlight, "GraphQL requests served at once; more are refused with 503")
+	fs.DurationVar(&c.Limits.RequestTimeout, "request-timeout", endpoint.DefaultLimits.RequestTimeout, "deadline of one request, passed down to every CQL statement")
+	fs.IntVar(&c.Limits.QueryCacheBytes, "query-cache-bytes", endpoint.DefaultLimits.QueryCacheBytes, "memory for parsed GraphQL documents, estimated")
+	fs.IntVar(&c.Limits.APQCacheBytes, "apq-cache-bytes", endpoint.DefaultLimits.APQCacheBytes, "memory for automatic persisted queries")
 	c.MemoryLimit = 1 << 30
 	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap, a `size` (e.g. 1GiB; about 3/4 of the memory the process may use; GOMEMLIMIT, when set, wins): the garbage collector works harder as the heap nears it")
 	fs.IntVar(&c.StoreLimits.MaxAddItems, "max-add-items", 1000, "most items in one addListItems")
 	fs.IntVar(&c.StoreLimits.MaxValueBytes, "max-value-bytes", store.DefaultLimits.MaxValueBytes, "largest item value, in bytes (at most 65000: Cassandra cannot index more)")
-	fs.DurationVar(&c.Subscriptions.Poll, "subscription-poll", graph.DefaultSubscriptions.Poll, "how often a watched list is polled for new items (one single-partition query per list)")
-	fs.DurationVar(&c.Subscriptions.Lateness, "subscription-lateness", graph.DefaultSubscriptions.Lateness, "how far behind the newest item sent an item's timestamp may be and still be sent")
-	fs.IntVar(&c.Subscriptions.MaxLists, "max-watched-lists", graph.DefaultSubscriptions.MaxLists, "lists this gateway watches at once for its subscriptions")
-	fs.IntVar(&c.Subscriptions.PerConnection, "max-subscriptions-per-connection", graph.DefaultSubscriptions.PerConnection, "subscriptions open on one WebSocket")
-	fs.IntVar(&c.Subscriptions.PerCaller, "max-subscriptions-per-caller", graph.DefaultSubscriptions.PerCaller, "subscriptions open for one caller (API key name or JWT subject) on this gateway")
-	fs.IntVar(&c.Subscriptions.MaxSockets, "max-websockets", graph.DefaultSubscriptions.MaxSockets, "WebSocket connections open at once")
+	fs.DurationVar(&c.Subscriptions.Poll, "subscription-poll", endpoint.DefaultSubscriptions.Poll, "how often a watched list is polled for new items (one single-partition query per list)")
+	fs.DurationVar(&c.Subscriptions.Lateness, "subscription-lateness", endpoint.DefaultSubscriptions.Lateness, "how far behind the newest item sent an item's timestamp may be and still be sent")
+	fs.IntVar(&c.Subscriptions.MaxLists, "max-watched-lists", endpoint.DefaultSubscriptions.MaxLists, "lists this gateway watches at once for its subscriptions")
+	fs.IntVar(&c.Subscriptions.PerConnection, "max-subscriptions-per-connection", endpoint.DefaultSubscriptions.PerConnection, "subscriptions open on one WebSocket")
+	fs.IntVar(&c.Subscriptions.PerCaller, "max-subscriptions-per-caller", endpoint.DefaultSubscriptions.PerCaller, "subscriptions open for one caller (an API key, a JWT's issuer and subject, or an address without authentication) on this gateway")
+	fs.IntVar(&c.Subscriptions.MaxSockets, "max-websockets", endpoint.DefaultSubscriptions.MaxSockets, "WebSocket connections open at once past their connection_init")
+	fs.IntVar(&c.Subscriptions.MaxPending, "max-pending-websockets", endpoint.DefaultSubscriptions.MaxPending, "WebSocket connections open at once that have not sent their connection_init")
+	fs.IntVar(&c.Subscriptions.MaxPendingPerAddress, "max-pending-websockets-per-address", endpoint.DefaultSubscriptions.MaxPendingPerAddress, "of those, from one client address")
+	fs.DurationVar(&c.Subscriptions.InitTimeout, "websocket-init-timeout", endpoint.DefaultSubscriptions.InitTimeout, "how long a new WebSocket has to send its connection_init")
+	fs.IntVar(&c.Subscriptions.MaxOperations, "max-websocket-operations", endpoint.DefaultSubscriptions.MaxOperations, "queries and mutations running at once on one WebSocket; more are refused")
 	fs.BoolVar(&c.Introspection, "introspection", true, "answer GraphQL introspection queries")
 	fs.BoolVar(&c.Playground, "playground", true, "serve GraphQL Playground (GraphiQL) at /")
 	origins := fs.String("cors-origins", "", "browser origins allowed to call /graphql, comma separated (e.g. https://app.example.com); * allows any")
@@ -186,7 +195,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.StringVar(&c.PprofListen, "pprof-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060), never on the public listener; empty: off")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve /metrics on this address (e.g. 127.0.0.1:9090) and not on --listen; empty: on --listen. With the same address as --pprof-listen, one listener serves both")
 	fs.BoolVar(&c.PrintVersion, "version", false, "print the version, the VCS revision and the Go version, then exit")
-	return fs, flagText{apiKeys, apiKeysFile, hosts, readCL, writeCL, origins}
+	return fs, flagText{apiKeys, apiKeysFile, hosts, readCL, writeCL, origins, allowedHosts}
 }
 
 // parseConfig reads the flags of args, then the variables of the flags not
@@ -254,8 +263,15 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		}
 		c.APIKeys = append(c.APIKeys, lines...)
 	}
-	if c.Mode == "prod" && len(c.APIKeys) == 0 && c.JWTKeysFile == "" && c.JWTJWKSURL == "" {
+	authenticated := len(c.APIKeys) > 0 || c.JWTKeysFile != "" || c.JWTJWKSURL != ""
+	if c.Mode == "prod" && !authenticated {
 		return c, fmt.Errorf("--mode prod needs authentication: set --api-keys, --api-keys-file, --jwt-keys-file or --jwt-jwks-url")
+	}
+	if c.Mode == "prod" && (c.JWTKeysFile != "" || c.JWTJWKSURL != "") && c.JWTAudience == "" {
+		return c, fmt.Errorf("--mode prod with JWTs needs --jwt-audience: without it, any token the identity provider signs verifies, whatever application it was minted for")
+	}
+	if c.Mode == "dev" && !authenticated && !c.DevAllowRemote && !loopback(c.Listen) {
+		return c, fmt.Errorf("--listen %s: --mode dev without credentials gives every caller every scope, features:admin included; listen on 127.0.0.1, configure --api-keys or JWTs, or pass --dev-allow-remote to serve it beyond loopback all the same", c.Listen)
 	}
 	if u, err := url.Parse(c.JWTJWKSURL); c.JWTJWKSURL != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "") {
 		return c, fmt.Errorf("--jwt-jwks-url %q: must be an https (or http) URL such as https://idp.example.com/.well-known/jwks.json", c.JWTJWKSURL)
@@ -265,6 +281,11 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	for _, h := range strings.Split(*hosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			c.CQLHosts = append(c.CQLHosts, h)
+		}
+	}
+	for _, h := range strings.Split(*text.allowedHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			c.AllowedHosts = append(c.AllowedHosts, h)
 		}
 	}
 	for _, o := range strings.Split(*origins, ",") {
@@ -296,6 +317,8 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--subscription-poll must be 10ms or more, --subscription-lateness 0 or more")
 	case c.Subscriptions.MaxLists < 1 || c.Subscriptions.PerConnection < 1 || c.Subscriptions.PerCaller < 1 || c.Subscriptions.MaxSockets < 1:
 		return c, fmt.Errorf("--max-watched-lists, --max-subscriptions-per-connection, --max-subscriptions-per-caller and --max-websockets must be 1 or more")
+	case c.Subscriptions.MaxPending < 1 || c.Subscriptions.MaxPendingPerAddress < 1 || c.Subscriptions.MaxOperations < 1 || c.Subscriptions.InitTimeout <= 0:
+		return c, fmt.Errorf("--max-pending-websockets, --max-pending-websockets-per-address and --max-websocket-operations must be 1 or more, --websocket-init-timeout above 0")
 	case c.Limits.MaxCount < 1 || c.Limits.MaxScanFactor < 1 || c.Limits.MaxValues < 1 || c.Limits.MaxBatchLists < 1:
 		return c, fmt.Errorf("--max-count, --max-scan-factor, --max-values and --max-batch-lists must be 1 or more")
 	case c.Limits.MaxDepth < 3 || c.Limits.MaxComplexity < 1 || c.Limits.MaxBodyBytes < 1024 || c.Limits.RequestTimeout <= 0:
@@ -405,4 +428,18 @@ func wrap(text, indent string, width int) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// loopback reports whether a listen address serves this machine alone:
+// localhost or a loopback IP, with a port.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -146,8 +146,13 @@ func TestJWKSURLConfig(t *testing.T) {
 		}
 		return ""
 	}
-	if c, err := parseConfig([]string{"--mode", "prod"}, env, io.Discard); err != nil || c.JWTJWKSURL != u {
+	if c, err := parseConfig([]string{"--mode", "prod", "--jwt-audience", "listgate"}, env, io.Discard); err != nil || c.JWTJWKSURL != u {
 		t.Fatalf("from the environment: %q, %v", c.JWTJWKSURL, err)
+	}
+	// Without an audience, any token the provider signs for any
+	// application would verify.
+	if _, err := parseConfig([]string{"--mode", "prod"}, env, io.Discard); err == nil || !strings.Contains(err.Error(), "--jwt-audience") {
+		t.Fatalf("prod with a JWKS and no audience: %v", err)
 	}
 	for _, bad := range []string{"idp.example.com/jwks", "ftp://idp.example.com/jwks", "https:///jwks"} {
 		_, err := parseConfig([]string{"--jwt-jwks-url", bad}, func(string) string { return "" }, io.Discard)

@@ -28,7 +28,7 @@ import (
 
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/features"
-	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/playground"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
@@ -111,9 +111,9 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	defer stopAuth()
 	go authn.Run(authCtx)
 
-	gql, err := graph.NewHandler(graph.Config{
+	gql, err := endpoint.New(endpoint.Config{
 		Store: st, Catalog: catalog, Auth: authn, Loader: cfg.Loader, Limits: cfg.Limits, Subscriptions: cfg.Subscriptions,
-		Introspection: cfg.Introspection, Log: log,
+		Introspection: cfg.Introspection, Hosts: cfg.AllowedHosts, Log: log,
 		TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider,
 	})
 	if err != nil {
@@ -123,7 +123,7 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	// store closes.
 	defer gql.Shutdown(context.WithoutCancel(ctx))
 	srv := &http.Server{
-		Handler: newServer(cfg, gql, st, tel),
+		Handler: newServer(cfg, gql, st, tel, log),
 		// A client that sends or reads slowly cannot hold a connection
 		// past these; a request's own work ends at --request-timeout.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -304,7 +304,7 @@ func pprofRoutes(mux *http.ServeMux) *http.ServeMux {
 }
 
 // newServer lists every route.
-func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Telemetry) http.Handler {
+func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Telemetry, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", withCORS(cfg, gql))
 	if cfg.MetricsListen == "" {
@@ -321,7 +321,9 @@ func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Tele
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := ready(r.Context(), st); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			// The driver's words name hosts and keyspaces: the log has them.
+			log.WarnContext(r.Context(), "not ready", "err", err)
+			http.Error(w, "not ready: the store does not answer; the gateway's log says why", http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ok\n")

@@ -66,6 +66,7 @@ func startLogging(t *testing.T, opts telemetry.Options, log *slog.Logger, args .
 	select {
 	case base = <-out.Addr():
 	case err := <-done:
+		done <- nil // for the cleanup
 		t.Fatalf("run ended before serving: %v", err)
 	case <-time.After(time.Minute):
 		t.Fatal("run did not start serving within a minute")

@@ -80,9 +80,9 @@ func TestStartupLineSaysWhatRuns(t *testing.T) {
 	}{
 		{"dev without keys", "dev", "none (dev)", nil},
 		{"dev with an API key", "dev", "API keys (1)", []string{"--api-keys", key}},
-		{"prod with keys and JWTs", "prod", "API keys (2), JWT (keys file " + keysFile + ")", []string{"--mode", "prod", "--api-keys", key + ";" + key, "--jwt-keys-file", keysFile}},
+		{"prod with keys and JWTs", "prod", "API keys (2), JWT (keys file " + keysFile + ")", []string{"--mode", "prod", "--api-keys", key + ";" + key, "--jwt-keys-file", keysFile, "--jwt-audience", "listgate"}},
 		// Nothing answers there: a failed fetch is only logged.
-		{"prod with a JWKS", "prod", "JWT (JWKS URL http://idp:xxxxx@127.0.0.1:1/keys)", []string{"--mode", "prod", "--jwt-jwks-url", "http://idp:secret@127.0.0.1:1/keys"}},
+		{"prod with a JWKS", "prod", "JWT (JWKS URL http://idp:xxxxx@127.0.0.1:1/keys)", []string{"--mode", "prod", "--jwt-jwks-url", "http://idp:secret@127.0.0.1:1/keys", "--jwt-audience", "listgate"}},
 		{"JWTs of both kinds", "dev", "JWT (keys file " + keysFile + "; JWKS URL http://127.0.0.1:1/keys)", []string{"--jwt-keys-file", keysFile, "--jwt-jwks-url", "http://127.0.0.1:1/keys"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

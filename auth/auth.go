@@ -43,6 +43,11 @@ var Scopes = []string{ListsRead, ListsWrite, FeaturesAdmin}
 // Principal is an authenticated caller.
 type Principal struct {
 	Name string
+	// Caller names the caller among all others, namespaced by the kind of
+	// its credentials: key:<API key name>, or jwt:<iss>/<sub>, so that an
+	// API key and a JWT subject of one name are never one caller. Empty for
+	// Anyone.
+	Caller string
 	// Expires is when the caller's JWT expires (zero for an API key): a
 	// WebSocket authenticated by it closes then.
 	Expires time.Time
@@ -231,7 +236,7 @@ func (a *Authenticator) Authenticate(authorization string) (*Principal, error) {
 	if found == nil {
 		return nil, fmt.Errorf("%w: the token is not a valid API key or JWT", errkind.Unauthenticated)
 	}
-	return &Principal{Name: found.name, scopes: found.scopes}, nil
+	return &Principal{Name: found.name, Caller: "key:" + found.name, scopes: found.scopes}, nil
 }
 
 // jwtAlgs are the signing algorithms a JWT may use.
@@ -339,7 +344,11 @@ func (a *Authenticator) verifyJWT(token string) (*Principal, error) {
 			known = append(known, s)
 		}
 	}
-	p := &Principal{Name: c.Subject, scopes: known}
+	if c.Subject == "" {
+		// Callers are told apart, and bounded, by their subject.
+		return nil, fmt.Errorf("%w: the JWT has no sub claim, which names its caller", errkind.Unauthenticated)
+	}
+	p := &Principal{Name: c.Subject, Caller: "jwt:" + c.Issuer + "/" + c.Subject, scopes: known}
 	if c.ExpiresAt != nil {
 		p.Expires = c.ExpiresAt.Time
 	}

@@ -259,7 +259,7 @@ func (j *jwks) keysFor(alg, kid string) ([]jwt.VerificationKey, error) {
 		case loaded == nil:
 			return nil, errors.New("the identity provider's keys (--jwt-jwks-url) could not be fetched; the gateway's log says why")
 		case kid != "" && !hasKid(*loaded, kid) && rateLimited:
-			return nil, fmt.Errorf("the JWKS at %s has no key %q (a token with an unknown key fetches it again at most every %v)", j.url, kid, j.policy.MinInterval)
+			return nil, fmt.Errorf("the identity provider's key set (--jwt-jwks-url) has no key %q (a token with an unknown key fetches it again at most every %v)", kid, j.policy.MinInterval)
 		case kid != "" && !hasKid(*loaded, kid) && err != nil:
 			return nil, fmt.Errorf("no key %q among the identity provider's keys fetched before, and fetching them again failed; the gateway's log says why", kid)
 		}
@@ -274,11 +274,11 @@ func (j *jwks) keysFor(alg, kid string) ([]jwt.VerificationKey, error) {
 	case len(out) > 0:
 		return out, nil
 	case kid == "":
-		return nil, fmt.Errorf("the JWKS at %s has no key that fits alg %s", j.url, alg)
+		return nil, fmt.Errorf("the identity provider's key set (--jwt-jwks-url) has no key that fits alg %s", alg)
 	case hasKid(*loaded, kid):
 		return nil, fmt.Errorf("the JWKS's key %q does not fit alg %s", kid, alg)
 	default:
-		return nil, fmt.Errorf("the JWKS at %s has no key %q", j.url, kid)
+		return nil, fmt.Errorf("the identity provider's key set (--jwt-jwks-url) has no key %q", kid)
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/gocql/gocql"
 
-	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
 	"github.com/listgate/listgate/store/embedded"
@@ -374,7 +374,7 @@ func (r rawCQL) keys(class listClass) op {
 	z := newZipf(class.entities)
 	fk := r.feature.Key()
 	return func(ctx context.Context, rnd *rand.Rand) (int, error) {
-		iter := r.session.Query(stmt, fk, entityID(class, z.draw(rnd)), "", keys.MaxItemKey, graph.DefaultLimits.MaxCount+1).
+		iter := r.session.Query(stmt, fk, entityID(class, z.draw(rnd)), "", keys.MaxItemKey, endpoint.DefaultLimits.MaxCount+1).
 			WithContext(ctx).PageSize(5000).Idempotent(true).Iter()
 		sc := iter.Scanner()
 		n := 0

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/internal/gatewaytest"
 )
 
@@ -97,7 +97,7 @@ func (b *lockedBuffer) String() string {
 // GOMEMLIMIT reaches it. When the test ends the process is stopped (stop).
 func startGateway(t *testing.T, env ...string) *gateway {
 	t.Helper()
-	g := &gateway{t: t, timeout: graph.DefaultLimits.RequestTimeout, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	g := &gateway{t: t, timeout: endpoint.DefaultLimits.RequestTimeout, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	bin, err := gatewayBinary()
 	if err != nil {
 		t.Fatal(err)

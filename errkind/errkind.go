@@ -35,3 +35,7 @@ var (
 	// Forbidden: the caller may not do what it asked.
 	Forbidden = errors.New("forbidden")
 )
+
+// DeadlinePassed is the error of an operation whose deadline passed before
+// it could answer.
+var DeadlinePassed = fmt.Errorf("%w: the request ran past its deadline (--request-timeout) before it could answer", Timeout)

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/features"
-	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 )
@@ -49,7 +49,7 @@ func benchGateway(b *testing.B, n int) http.Handler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := graph.NewHandler(graph.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: graph.DefaultLimits, Log: log})
+	h, err := endpoint.New(endpoint.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: endpoint.DefaultLimits, Log: log})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func serveBench(b *testing.B, h http.Handler, body string, inFlight int) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	serve := func() {
 		// Built, not parsed: a server parses with a reader it reuses.
-		req, _ := http.NewRequest(http.MethodPost, "/graphql", strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, "http://localhost/graphql", strings.NewReader(body))
 		req.Header["Content-Type"] = jsonType
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)

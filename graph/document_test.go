@@ -13,7 +13,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/introspection"
 
-	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/store"
 )
 
@@ -61,11 +61,11 @@ func TestDocumentLimits(t *testing.T) {
 		return "{ __schema { types { fields {" + b.String() + " } } } }"
 	}
 	for _, c := range []struct{ name, query, says string }{
-		{"repeated alias", aliases(graph.DefaultLimits.MaxFields+1, false), "--max-fields"},
-		{"distinct aliases", aliases(graph.DefaultLimits.MaxFields+1, true), "--max-fields"},
+		{"repeated alias", aliases(endpoint.DefaultLimits.MaxFields+1, false), "--max-fields"},
+		{"distinct aliases", aliases(endpoint.DefaultLimits.MaxFields+1, true), "--max-fields"},
 		{"fragment chain", chain.String(), "--max-fields"},
 		{"nested inline fragments", nested, "--max-fields"},
-		{"tokens", "{" + strings.Repeat(" __typename", graph.DefaultLimits.MaxTokens) + " }", "--max-tokens"},
+		{"tokens", "{" + strings.Repeat(" __typename", endpoint.DefaultLimits.MaxTokens) + " }", "--max-tokens"},
 		{"introspection bomb", bomb(50), "--max-fields"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -82,7 +82,7 @@ func TestDocumentLimits(t *testing.T) {
 	if len(errs) > 0 || data["__schema"] == nil {
 		t.Fatalf("the standard introspection query: %+v", errs)
 	}
-	small := newGateway(t, embeddedStore(t), func(c *graph.Config) { c.Limits.MaxComplexity = 5000 })
+	small := newGateway(t, embeddedStore(t), func(c *endpoint.Config) { c.Limits.MaxComplexity = 5000 })
 	small.ok(introspection.Query, nil, nil)
 	small.fails(wide(100), nil, "BAD_USER_INPUT", "--max-complexity")
 }
@@ -104,7 +104,7 @@ func TestResponseBytesAreBounded(t *testing.T) {
 	for i := range 100 {
 		page.Items = append(page.Items, store.Item{Key: fmt.Sprintf("%019d#AAAAAAAAAAAAAAAAAAAAAA==", i), Timestamp: int64(i), Value: bytes.Repeat([]byte("x"), 30_000)})
 	}
-	g := newGateway(t, pageStore{Store: embeddedStore(t), page: page}, func(c *graph.Config) { c.Limits.MaxResponseBytes = 8 << 20 })
+	g := newGateway(t, pageStore{Store: embeddedStore(t), page: page}, func(c *endpoint.Config) { c.Limits.MaxResponseBytes = 8 << 20 })
 	g.createFeature("f", "STRING", 3600)
 	var q strings.Builder
 	q.WriteString("{")
@@ -138,13 +138,13 @@ func (s blockingStore) Items(ctx context.Context, l store.List, r store.Range) (
 // and Retry-After, and served again once a slot frees.
 func TestInFlightRequestsAreBounded(t *testing.T) {
 	s := blockingStore{Store: embeddedStore(t), started: make(chan struct{}, 1), release: make(chan struct{})}
-	g := newGateway(t, s, func(c *graph.Config) { c.Limits.MaxInFlight = 1 })
+	g := newGateway(t, s, func(c *endpoint.Config) { c.Limits.MaxInFlight = 1 })
 	g.createFeature("f", "STRING", 3600)
 	read := `{ listItems(entityType: "$type", entityId: "u1", feature: "f") { hasMore } }`
 	var wg sync.WaitGroup
 	wg.Go(func() { g.ok(read, nil, nil) })
 	<-s.started
-	req := httptest.NewRequest(http.MethodPost, "/graphql", strings.NewReader(`{"query": "{ __typename }"}`))
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", strings.NewReader(`{"query": "{ __typename }"}`))
 	req.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	g.h.ServeHTTP(w, req)
@@ -161,7 +161,7 @@ func TestInFlightRequestsAreBounded(t *testing.T) {
 // past its deadline answers TIMEOUT.
 func TestInFlightComplexityIsBounded(t *testing.T) {
 	s := blockingStore{Store: embeddedStore(t), started: make(chan struct{}, 1), release: make(chan struct{})}
-	g := newGateway(t, s, func(c *graph.Config) {
+	g := newGateway(t, s, func(c *endpoint.Config) {
 		c.Limits.MaxComplexity = 1500
 		c.Limits.MaxInFlightComplexity = 1500
 		c.Limits.RequestTimeout = 300 * time.Millisecond

@@ -14,7 +14,7 @@ import (
 // raw POSTs a body as it is and returns the status and the errors.
 func (g *gateway) raw(body string) (int, []gqlError) {
 	g.t.Helper()
-	req := httptest.NewRequest(http.MethodPost, "/graphql", strings.NewReader(strings.ReplaceAll(body, "$type", g.entityType)))
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", strings.NewReader(strings.ReplaceAll(body, "$type", g.entityType)))
 	req.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	g.h.ServeHTTP(w, req)
@@ -94,7 +94,7 @@ func TestInputThatWouldChangeIsRefused(t *testing.T) {
 
 	// GET: the same rules for query parameters.
 	for _, q := range []string{"query=%7Bx%FF%7D", "query=" + url.QueryEscape(`query($v: String) { listFeatures(entityType: $v) { key } }`) + "&variables=" + url.QueryEscape(`{"v":"\udfff"}`)} {
-		req := httptest.NewRequest(http.MethodGet, "/graphql?"+q, nil)
+		req := httptest.NewRequest(http.MethodGet, "http://localhost/graphql?"+q, nil)
 		w := httptest.NewRecorder()
 		g.h.ServeHTTP(w, req)
 		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "BAD_USER_INPUT") {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/features"
-	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/graph/model"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
@@ -68,7 +68,7 @@ func TestFastMarshalMatchesGenerated(t *testing.T) {
 	vars := map[string]any{"with": true, "without": false}
 	raw := func(query string, h http.Handler) []byte {
 		body, _ := json.Marshal(map[string]any{"query": strings.ReplaceAll(query, "$type", g.entityType), "variables": vars})
-		req := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
@@ -138,7 +138,7 @@ func FuzzFastPathSelection(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := graph.NewHandler(graph.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: graph.DefaultLimits, Log: log})
+	h, err := endpoint.New(endpoint.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: endpoint.DefaultLimits, Log: log})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func FuzzFastPathSelection(f *testing.F) {
 		}
 		body, _ := json.Marshal(map[string]any{"query": query, "variables": map[string]bool{"yes": true, "no": false}})
 		serve := func(h http.Handler) []byte {
-			r := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))
+			r := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", bytes.NewReader(body))
 			r.Header.Set("Content-Type", "application/json")
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)

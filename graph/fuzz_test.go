@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/features"
-	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 )
@@ -64,7 +64,7 @@ func FuzzRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := graph.NewHandler(graph.Config{Store: counted, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: graph.DefaultLimits, Introspection: true, Log: log})
+	h, err := endpoint.New(endpoint.Config{Store: counted, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: endpoint.DefaultLimits, Introspection: true, Log: log})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func FuzzRequest(f *testing.F) {
 		}
 		body, _ := json.Marshal(req)
 		serve := func(h http.Handler) *httptest.ResponseRecorder {
-			r := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))
+			r := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", bytes.NewReader(body))
 			r.Header.Set("Content-Type", "application/json")
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/features"
-	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
@@ -57,18 +57,18 @@ type gateway struct {
 	lastStatus int
 }
 
-func newGateway(t *testing.T, s store.Store, cfgs ...func(*graph.Config)) *gateway {
+func newGateway(t *testing.T, s store.Store, cfgs ...func(*endpoint.Config)) *gateway {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	catalog, err := features.New(context.Background(), s, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := graph.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: graph.DefaultLimits, Introspection: true, Log: log}
+	cfg := endpoint.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: endpoint.DefaultLimits, Introspection: true, Log: log}
 	for _, f := range cfgs {
 		f(&cfg)
 	}
-	h, err := graph.NewHandler(cfg)
+	h, err := endpoint.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ type gqlError struct {
 func (g *gateway) do(query string, vars map[string]any) (map[string]any, []gqlError) {
 	g.t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": strings.ReplaceAll(query, "$type", g.entityType), "variables": vars})
-	req := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if g.token != "" {
 		req.Header.Set("Authorization", "Bearer "+g.token)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/store"
 )
 
@@ -56,7 +56,7 @@ func TestWindowsCountsAndDistinct(t *testing.T) {
 		equal(t, "next page of the window", values(next)[:2], []any{"v4", "v3"})
 
 		// A count past --max-count is refused, naming the flag.
-		small := newGateway(t, s, func(c *graph.Config) { c.Limits.MaxCount = 5 })
+		small := newGateway(t, s, func(c *endpoint.Config) { c.Limits.MaxCount = 5 })
 		small.entityType = g.entityType
 		small.fails(`{ listCount(entityType: "$type", entityId: "u1", feature: "history") }`, nil, "BAD_USER_INPUT", "--max-count")
 		var narrow struct{ ListCount int }
@@ -184,7 +184,7 @@ func TestAddListItemsBatch(t *testing.T) {
 		equal(t, "down after the retry", values(g.listItems("down", "history", nil)), []any{"c"})
 
 		// Bounds: lists, and items in all.
-		small := newGateway(t, fs, func(c *graph.Config) { c.Limits.MaxBatchLists = 2 })
+		small := newGateway(t, fs, func(c *endpoint.Config) { c.Limits.MaxBatchLists = 2 })
 		small.entityType = g.entityType
 		small.fails(batch, map[string]any{"adds": []any{add("a", "history", "x"), add("b", "history", "x"), add("c", "history", "x")}}, "BAD_USER_INPUT", "--max-batch-lists")
 		limit := s.Limits().MaxAddItems
@@ -237,7 +237,7 @@ func TestComplexityOfNewFields(t *testing.T) {
 	}
 	g.fails(`query($ids: [ID!]!, $v: [ListValue!]!) { entities(type: "$type", entityIds: $ids) { listContains(feature: "history", values: $v) { value timestamp } } }`,
 		map[string]any{"ids": ids, "v": vals}, "BAD_USER_INPUT", "complexity")
-	small := newGateway(t, fs, func(c *graph.Config) { c.Limits.MaxComplexity = 3000 })
+	small := newGateway(t, fs, func(c *endpoint.Config) { c.Limits.MaxComplexity = 3000 })
 	small.entityType = g.entityType
 	var adds []any
 	for i := range 1000 {

@@ -14,8 +14,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/features"
-	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/lists"
 )
 
@@ -30,7 +30,7 @@ func TestTransportMistakesSayWhatToSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := graph.NewHandler(graph.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: graph.DefaultLimits, Log: log,
+	h, err := endpoint.New(endpoint.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: endpoint.DefaultLimits, Log: log,
 		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestTransportMistakesSayWhatToSend(t *testing.T) {
 		{"a preflight from an unlisted origin", http.MethodOptions, "", "https://app.example.com", "", http.StatusForbidden, "FORBIDDEN", "--cors-origins"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			target := "/graphql"
+			target := "http://localhost/graphql"
 			if tc.method == http.MethodGet {
 				target += "?query=" + strings.ReplaceAll(`mutation { removeAllListItems(list: {entityType: "user", entityId: "u1", feature: "f"}) }`, " ", "+")
 			}
@@ -106,14 +106,14 @@ func TestDefaultLimitsAgree(t *testing.T) {
 		return `{ entities(type: "$type", entityIds: [` + strings.Join(ids, ",") + `]) { __typename id type entityId list(feature: "f"` + list +
 			`) { __typename items { __typename value timestamp expiresAt cursor } hasMore endCursor } } }`
 	}
-	g.ok(entities(graph.DefaultLimits.MaxEntities, ""), nil, nil)
-	if e := g.fails(entities(graph.DefaultLimits.MaxEntities+1, ""), nil, "BAD_USER_INPUT", "--max-entities"); fmt.Sprint(e.Path) != "[entities]" {
+	g.ok(entities(endpoint.DefaultLimits.MaxEntities, ""), nil, nil)
+	if e := g.fails(entities(endpoint.DefaultLimits.MaxEntities+1, ""), nil, "BAD_USER_INPUT", "--max-entities"); fmt.Sprint(e.Path) != "[entities]" {
 		t.Errorf("path %v", e.Path)
 	}
 	if e := g.fails(entities(5, ", limit: 100000"), nil, "BAD_USER_INPUT", "must be from 1 to 1000 (--max-list-limit)"); fmt.Sprint(e.Path) != "[entities list]" {
 		t.Errorf("path %v", e.Path)
 	}
-	e := g.fails(entities(graph.DefaultLimits.MaxEntities, ", limit: 1000"), nil, "BAD_USER_INPUT", "--max-complexity")
+	e := g.fails(entities(endpoint.DefaultLimits.MaxEntities, ", limit: 1000"), nil, "BAD_USER_INPUT", "--max-complexity")
 	if !strings.Contains(e.Message, "the costliest is entities (") || !strings.Contains(e.Message, "› list (") {
 		t.Errorf("message %q does not name the costliest fields", e.Message)
 	}
@@ -171,8 +171,8 @@ func TestComplexityFollowsVariables(t *testing.T) {
 	for range 2 {
 		g.ok(byVariable, map[string]any{"n": 10, "ids": ids(2)}, nil)
 		g.fails(byVariable, map[string]any{"n": 100000, "ids": ids(2)}, "BAD_USER_INPUT", "(--max-list-limit)")
-		g.fails(byVariable, map[string]any{"n": 1000, "ids": ids(graph.DefaultLimits.MaxEntities)}, "BAD_USER_INPUT", "--max-complexity")
-		g.fails(byVariable, map[string]any{"n": 10, "ids": ids(graph.DefaultLimits.MaxEntities + 1)}, "BAD_USER_INPUT", "--max-entities")
+		g.fails(byVariable, map[string]any{"n": 1000, "ids": ids(endpoint.DefaultLimits.MaxEntities)}, "BAD_USER_INPUT", "--max-complexity")
+		g.fails(byVariable, map[string]any{"n": 10, "ids": ids(endpoint.DefaultLimits.MaxEntities + 1)}, "BAD_USER_INPUT", "--max-entities")
 	}
 	skipped := `query($skip: Boolean!) { entities(type: "$type", entityIds: ["e1"]) { list(feature: "f", limit: 1000) @skip(if: $skip) { items { value } } a: list(feature: "f", limit: 1000) @skip(if: $skip) { items { value } } } }`
 	for range 2 {

@@ -173,7 +173,6 @@ func (r *queryResolver) ListCount(ctx context.Context, entityType string, entity
 func (r *subscriptionResolver) ListItemsAdded(ctx context.Context, entityType string, entityID string, feature string, version *string, since *model.Time) (<-chan model.ListItem, error) {
 	w, err := r.lists.Watch(ctx, model.WatchQuery(entityType, entityID, feature, version, since))
 	if err != nil {
-		r.ws.countRefusal(ctx, err)
 		return nil, err
 	}
 	return r.stream(ctx, w), nil

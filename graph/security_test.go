@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"github.com/listgate/listgate/auth"
+	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/errkind"
-	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/guards"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/embedded"
 )
@@ -94,7 +95,7 @@ func TestScopes(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &writes{Store: embeddedStore(t)}
-	g := newGateway(t, s, func(c *graph.Config) { c.Auth = authn })
+	g := newGateway(t, s, func(c *endpoint.Config) { c.Auth = authn })
 
 	g.token = "a"
 	g.createFeature("f", "STRING", 3600)
@@ -141,9 +142,9 @@ func TestScopes(t *testing.T) {
 // and nothing past it is written.
 func TestLimits(t *testing.T) {
 	s := &writes{Store: &slowStore{Store: embeddedStore(t)}}
-	lim := graph.DefaultLimits
+	lim := endpoint.DefaultLimits
 	lim.MaxListLimit, lim.MaxEntities, lim.MaxDepth, lim.MaxComplexity, lim.MaxBodyBytes, lim.RequestTimeout = 50, 5, 3, 2000, 4096, 300*time.Millisecond
-	g := newGateway(t, s, func(c *graph.Config) { c.Limits = lim })
+	g := newGateway(t, s, func(c *endpoint.Config) { c.Limits = lim })
 	g.createFeature("f", "STRING", 3600)
 	base := s.n
 	for _, tc := range []struct{ name, query, code, contains string }{
@@ -171,7 +172,7 @@ func TestLimits(t *testing.T) {
 	// A body over the limit is refused before it is read.
 	big := fmt.Sprintf(`{"query":"mutation { addListItems(list: {entityType: \"%s\", entityId: \"u1\", feature: \"f\"}, items: [%s]) { added } }"}`,
 		g.entityType, strings.TrimSuffix(strings.Repeat(`{value: \"0123456789\"},`, 300), ","))
-	req := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader([]byte(big)))
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", bytes.NewReader([]byte(big)))
 	req.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	g.h.ServeHTTP(w, req)
@@ -198,13 +199,13 @@ func (s *slowStore) Items(ctx context.Context, l store.List, r store.Range) (sto
 func TestEveryRootFieldNeedsAScope(t *testing.T) {
 	// The real schema passes (newGateway would fail otherwise); a schema with
 	// an unguarded field does not.
-	if err := graph.CheckScopes(`type Query { a: Int @scope(requires: "lists:read") b: Int }`); err == nil || !strings.Contains(err.Error(), "Query.b") {
+	if err := guards.CheckScopes(`type Query { a: Int @scope(requires: "lists:read") b: Int }`); err == nil || !strings.Contains(err.Error(), "Query.b") {
 		t.Fatalf("err = %v", err)
 	}
-	if err := graph.CheckScopes(`type Query { a: Int @scope(requires: "lists:everything") }`); err == nil {
+	if err := guards.CheckScopes(`type Query { a: Int @scope(requires: "lists:everything") }`); err == nil {
 		t.Fatal("an unknown scope was accepted")
 	}
-	if err := graph.CheckScopes(`type Query { a: Int @scope(requires: "lists:read") } type Mutation { m: Int @scope(requires: "lists:write") }`); err != nil {
+	if err := guards.CheckScopes(`type Query { a: Int @scope(requires: "lists:read") } type Mutation { m: Int @scope(requires: "lists:write") }`); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -184,8 +184,8 @@ type Page struct {
 	store.Page
 }
 
-// Page reads one page of a list, for one field of a request's response.
-// Every read a request makes goes through its loader (see WithRequest):
+// Page reads one page of a list, for one field of an operation's response.
+// Every read an operation makes goes through its loader (see WithReads):
 // equal reads are made once, at most LoaderConfig.Concurrency at once, and
 // the pages a response shows are bounded together by MaxResponseBytes.
 func (s *Service) Page(ctx context.Context, q PageQuery) (*Page, error) {

@@ -77,7 +77,7 @@ func TestPagesOfARequestShareItsLoader(t *testing.T) {
 	svc, s := service(t, 1<<20)
 	add(t, svc, "u1", 3)
 	add(t, svc, "u2", 2)
-	ctx := lists.WithRequest(context.Background())
+	ctx := lists.WithReads(context.Background(), new(lists.Reads))
 	var wg sync.WaitGroup
 	pages := make([]*lists.Page, 6)
 	for i := range pages {
@@ -98,7 +98,7 @@ func TestPagesOfARequestShareItsLoader(t *testing.T) {
 			t.Fatalf("page %d: %+v, want %d items", i, p, want)
 		}
 	}
-	single := lists.WithRequest(context.Background())
+	single := lists.WithReads(context.Background(), new(lists.Reads))
 	lists.SingleRead(single)
 	p, err := svc.Page(single, query("u1", 10))
 	if err != nil || len(p.Items) != 3 || p.Items[0].Key != pages[0].Items[0].Key {
@@ -113,7 +113,7 @@ func TestResponseBytesAreChargedPerField(t *testing.T) {
 	svc, s := service(t, 1000) // a 3-item page is about 3 × (96 + 30) bytes
 	add(t, svc, "u1", 3)
 	add(t, svc, "u2", 3)
-	ctx := lists.WithRequest(context.Background())
+	ctx := lists.WithReads(context.Background(), new(lists.Reads))
 	for i := range 2 {
 		if _, err := svc.Page(ctx, query("u1", 10)); err != nil {
 			t.Fatalf("page %d: %v", i, err)
@@ -131,7 +131,7 @@ func TestResponseBytesAreChargedPerField(t *testing.T) {
 		t.Errorf("a page was read after the response was full")
 	}
 	// Another request has its own budget.
-	if _, err := svc.Page(lists.WithRequest(context.Background()), query("u2", 10)); err != nil {
+	if _, err := svc.Page(lists.WithReads(context.Background(), new(lists.Reads)), query("u2", 10)); err != nil {
 		t.Fatal(err)
 	}
 }

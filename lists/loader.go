@@ -17,7 +17,7 @@ import (
 	"github.com/listgate/listgate/store/keys"
 )
 
-// LoaderConfig tunes the per-request page loader.
+// LoaderConfig tunes the per-operation page loader.
 type LoaderConfig struct {
 	// Wait is how long a batch gathers keys before it runs. gqlgen resolves
 	// the fields of a list concurrently, so every Entity.list of a request
@@ -73,7 +73,7 @@ type readResult struct {
 	found []string // item keys, "" where none holds the value
 }
 
-// loader makes the per-request page loaders.
+// loader makes the per-operation page loaders.
 type loader struct {
 	s         *Service
 	cfg       LoaderConfig
@@ -99,44 +99,43 @@ func newLoader(s *Service, cfg LoaderConfig, tracer trace.Tracer, meter metric.M
 	return l, nil
 }
 
-// request is what the service keeps for one request: its loader, made on
-// first use, and the bytes of list items it has read. A request's loads
-// only ever batch with each other, so no request's cancellation reaches
-// another's keys.
-type request struct {
+// Reads is what the service keeps for one operation: its loader, made on
+// first use, and the bytes of list items it has shown. An operation's
+// loads only ever batch with each other, so no operation's cancellation
+// reaches another's keys. The zero value is ready for use.
+type Reads struct {
 	once   sync.Once
-	reads  *dataloader.Loader[readKey, readResult]
+	loader *dataloader.Loader[readKey, readResult]
 	single atomic.Bool  // the operation makes at most one read
 	bytes  atomic.Int64 // of the list items the response shows, up to MaxResponseBytes
 }
 
-type requestKey struct{}
+type readsKey struct{}
 
-// WithRequest returns a context for one request, whose reads share a
-// loader and a byte budget.
-func WithRequest(ctx context.Context) context.Context {
-	return context.WithValue(ctx, requestKey{}, &request{})
+// WithReads returns a context whose reads share r's loader and byte
+// budget: one per operation.
+func WithReads(ctx context.Context, r *Reads) context.Context {
+	return context.WithValue(ctx, readsKey{}, r)
 }
 
-// SingleRead tells the service that the request's operation makes at most
+// SingleRead tells the service that the operation in ctx makes at most
 // one read: a loader would have nothing to batch, and handing the read to
-// its goroutines costs more than the read on the embedded store (a 1-item
-// listItems: 25 → 45–65 µs of CPU, BenchmarkListItems). The read is made
-// by the same function, in the caller's goroutine.
+// its goroutines costs more than the read (BenchmarkListItems). The read
+// is made by the same function, in the caller's goroutine.
 func SingleRead(ctx context.Context) {
-	if r := requestFrom(ctx); r != nil {
+	if r := readsFrom(ctx); r != nil {
 		r.single.Store(true)
 	}
 }
 
-func requestFrom(ctx context.Context) *request {
-	r, _ := ctx.Value(requestKey{}).(*request)
+func readsFrom(ctx context.Context) *Reads {
+	r, _ := ctx.Value(readsKey{}).(*Reads)
 	return r
 }
 
-// load makes one read for the request in ctx, through its loader.
+// load makes one read for the operation in ctx, through its loader.
 func (s *Service) load(ctx context.Context, k readKey) (readResult, error) {
-	req := requestFrom(ctx)
+	req := readsFrom(ctx)
 	if req == nil || req.single.Load() {
 		return s.read(ctx, req, k)
 	}
@@ -151,9 +150,9 @@ func (s *Service) load(ctx context.Context, k readKey) (readResult, error) {
 		if s.loader.tracer != nil {
 			opts = append(opts, dataloader.WithTracer[readKey, readResult](s.loader.tracer))
 		}
-		req.reads = dataloader.NewBatchedLoader(s.loader.batch, opts...)
+		req.loader = dataloader.NewBatchedLoader(s.loader.batch, opts...)
 	})
-	return req.reads.Load(ctx, k)()
+	return req.loader.Load(ctx, k)()
 }
 
 // batch makes each read of a batch with its own single-partition query, at
@@ -161,7 +160,7 @@ func (s *Service) load(ctx context.Context, k readKey) (readResult, error) {
 // own result, so one failing list fails only its field.
 func (l *loader) batch(ctx context.Context, keys []readKey) []*dataloader.Result[readResult] {
 	l.batchSize.Record(ctx, int64(len(keys)))
-	req := requestFrom(ctx)
+	req := readsFrom(ctx)
 	results := make([]*dataloader.Result[readResult], len(keys))
 	read := func(i int) {
 		// Reads run in goroutines of their own, where a panic would end
@@ -180,9 +179,9 @@ func (l *loader) batch(ctx context.Context, keys []readKey) []*dataloader.Result
 	return results
 }
 
-// read makes one read. Once the request's response is full, its remaining
+// read makes one read. Once the operation's response is full, its remaining
 // reads are not made: they would only hold memory for fields that fail.
-func (s *Service) read(ctx context.Context, req *request, k readKey) (res readResult, err error) {
+func (s *Service) read(ctx context.Context, req *Reads, k readKey) (res readResult, err error) {
 	if req != nil && req.bytes.Load() > int64(s.limits.MaxResponseBytes) {
 		return res, s.tooLarge(k.feature)
 	}
@@ -202,11 +201,11 @@ func (s *Service) read(ctx context.Context, req *request, k readKey) (res readRe
 	return res, err
 }
 
-// charge counts the bytes of a field's items against the request's
+// charge counts the bytes of a field's items against the operation's
 // response: each field that shows items is charged, aliases of one read
 // too, since each writes its own copy.
 func (s *Service) charge(ctx context.Context, f *store.Feature, items []store.Item) error {
-	if req := requestFrom(ctx); req != nil && req.bytes.Add(int64(itemsBytes(f, items))) > int64(s.limits.MaxResponseBytes) {
+	if req := readsFrom(ctx); req != nil && req.bytes.Add(int64(itemsBytes(f, items))) > int64(s.limits.MaxResponseBytes) {
 		return s.tooLarge(f)
 	}
 	return nil

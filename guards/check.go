@@ -1,4 +1,4 @@
-package graph
+package guards
 
 import (
 	"context"
@@ -17,6 +17,9 @@ import (
 // written. Failures at run time (the database did not answer) still fail
 // only their own field.
 type checkMutationsFirst struct{}
+
+// CheckMutationsFirst is the guard of a mutation's check run.
+func CheckMutationsFirst() graphql.HandlerExtension { return checkMutationsFirst{} }
 
 var _ interface {
 	graphql.HandlerExtension

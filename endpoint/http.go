@@ -1,4 +1,4 @@
-package graph
+package endpoint
 
 import (
 	"bytes"
@@ -10,80 +10,122 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
-	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/operation"
 )
 
-// post is gqlgen's POST transport with one change: the data gqlgen's
-// marshalers wrote, already compact JSON, goes into the reply as it is.
-// gqlgen's own transport json.Marshals the whole response, and
-// encoding/json validates and compacts a json.RawMessage byte by byte: 38%
-// of the CPU of a 100-item read, measured. Everything else (what it
-// accepts, status codes, content negotiation, error bodies) is gqlgen's,
-// and transport_test.go compares the two byte for byte.
-type post struct{ transport.POST }
+// The HTTP transports read a request's GraphQL parameters: a POST's JSON
+// body, or a GET's query string. They refuse what they would change
+// silently: JSON that is not strict (invalid UTF-8, lone surrogates, a
+// name twice) and invalid UTF-8 in a query string. Everything else (what
+// they accept, status codes, content negotiation, error bodies) is what
+// gqlgen's own POST and GET transports do, and transport_test.go compares
+// the two byte for byte.
 
-var _ graphql.Transport = post{}
+// transportOf names the HTTP transport that serves r, or "" for none: a
+// POST of application/json, or a GET.
+func transportOf(r *http.Request) string {
+	switch r.Method {
+	case http.MethodGet:
+		return operation.GET
+	case http.MethodPost:
+		if mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && mediaType == "application/json" {
+			return operation.POST
+		}
+	}
+	return ""
+}
 
-var rawParams = sync.Pool{New: func() any { return new(graphql.RawParams) }}
+// unsupported says what a request no transport takes should be.
+func unsupported(w http.ResponseWriter, r *http.Request) (int, error) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		return http.StatusMethodNotAllowed, fmt.Errorf(`%w: method %s: send a POST with a JSON body, a GET with ?query=…, or a WebSocket upgrade`, errkind.Malformed, r.Method)
+	}
+	return http.StatusUnsupportedMediaType, fmt.Errorf(
+		`%w: Content-Type %q: send Content-Type: application/json with a body such as {"query": "{ listFeatures { key } }"}`, errkind.Malformed, r.Header.Get("Content-Type"))
+}
 
-func (post) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	ctx := r.Context()
-	contentType := responseContentType(r)
-	w.Header()["Content-Type"] = contentTypes[contentType]
-	params := rawParams.Get().(*graphql.RawParams)
-	defer func() {
-		*params = graphql.RawParams{}
-		rawParams.Put(params)
-	}()
-	start := graphql.Now()
-	body, err := io.ReadAll(r.Body)
+// readBody reads a POST's body, at most maxBytes of it, by the deadline:
+// a client that sends slowly holds no slot of --max-in-flight while it
+// does, and is answered once the deadline passes.
+func readBody(w http.ResponseWriter, r *http.Request, maxBytes int64, deadline time.Time) ([]byte, int, error) {
+	if r.ContentLength > maxBytes {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("%w %s", errkind.Invalid, bodyTooLarge(maxBytes))
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(deadline) // unsupported only by test recorders
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
 	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		w.WriteHeader(http.StatusRequestEntityTooLarge)
-		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w %s", errkind.Invalid, bodyTooLarge(tooLarge.Limit)))}))
-		return
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("%w %s", errkind.Invalid, bodyTooLarge(tooLarge.Limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.Header().Set("Connection", "close")
+		return nil, http.StatusRequestTimeout, fmt.Errorf("%w: the request body did not arrive by the request's deadline (--request-timeout)", errkind.Malformed)
+	case err != nil:
+		return nil, http.StatusBadRequest, fmt.Errorf("%w: reading the request body: %v", errkind.Malformed, err)
 	}
-	if err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w: reading the request body: %v", errkind.Malformed, err))}))
-		return
-	}
+	return body, 0, nil
+}
+
+func bodyTooLarge(limit int64) string {
+	return fmt.Sprintf("request body larger than %d bytes (--max-body-bytes)", limit)
+}
+
+// decodeParams decodes a POST's body, or a subscribe message's payload
+// (what says which).
+func decodeParams(what string, body []byte) (*graphql.RawParams, error) {
+	params := new(graphql.RawParams)
 	if err := decodeJSON(body, params); err != nil {
-		w.WriteHeader(http.StatusBadRequest)
 		if json.Valid(body) && !jsontext.Value(body).IsValid() {
 			// Syntax encoding/json would take, but invalid UTF-8, a lone
 			// surrogate ("\ud800") or a name twice: decoded leniently,
 			// distinct values would become one; refuse them.
-			writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w %s", errkind.Invalid, strictJSONError(body)))}))
-			return
+			return nil, fmt.Errorf("%w %s", errkind.Invalid, strictJSONError(what, body))
 		}
-		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf(
-			`%w: the body is not a JSON object such as {"query": "{ listFeatures { key } }", "variables": {}}: %s`, errkind.Malformed, jsonError(err)))}))
-		return
+		return nil, fmt.Errorf(`%w: the %s is not a JSON object such as {"query": "{ listFeatures { key } }", "variables": {}}: %s`, errkind.Malformed, what, jsonError(err))
 	}
-	params.Headers = r.Header
-	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
-	rc, opErr := exec.CreateOperationContext(ctx, params)
-	if opErr != nil {
-		w.WriteHeader(operationErrorStatus(opErr, contentType))
-		writeResponse(w, exec.DispatchError(graphql.WithOperationContext(ctx, rc), opErr))
-		return
+	return params, nil
+}
+
+// getParams decodes a GET's query string.
+func getParams(r *http.Request) (*graphql.RawParams, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("%w: query string: %v", errkind.Malformed, err)
 	}
-	responses, ctx := exec.DispatchOperation(ctx, rc)
-	writeResult(w, ctx, responses(ctx), exec)
+	params := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
+	for _, name := range []string{"query", "operationName", "variables", "extensions"} {
+		v := q.Get(name)
+		bad := !utf8.ValidString(v)
+		if !bad && v != "" && (name == "variables" || name == "extensions") {
+			bad = !jsontext.Value(v).IsValid()
+		}
+		if bad {
+			return nil, fmt.Errorf("%w %s parameter: not valid UTF-8, or not strict JSON (lone surrogates, duplicate names)", errkind.Invalid, name)
+		}
+	}
+	for name, into := range map[string]*map[string]any{"variables": &params.Variables, "extensions": &params.Extensions} {
+		if v := q.Get(name); v != "" {
+			if err := decodeJSON([]byte(v), into); err != nil {
+				return nil, fmt.Errorf("%w: the %s parameter is not a JSON object: %s", errkind.Malformed, name, jsonError(err))
+			}
+		}
+	}
+	return params, nil
 }
 
 // jsonOptions decode a request's JSON as gqlgen's transports do with
@@ -115,91 +157,15 @@ func jsonError(err error) string {
 	return msg
 }
 
-// strictJSONError says why a body that encoding/json would take is not
+// strictJSONError says why a text that encoding/json would take is not
 // strict JSON.
-func strictJSONError(body []byte) string {
+func strictJSONError(what string, body []byte) string {
 	_, err := jsontext.NewDecoder(bytes.NewReader(body)).ReadValue()
-	msg := "request body: not strict JSON"
+	msg := what + ": not strict JSON"
 	if err != nil {
 		msg += ": " + jsonError(err)
 	}
 	return msg + " (strings must be valid UTF-8 without lone surrogates, and names unique)"
-}
-
-// get is gqlgen's GET transport, answering through writeResponse, and
-// refusing what it would change silently: invalid UTF-8 in the query
-// parameters, lone surrogates in variables.
-type get struct{ transport.GET }
-
-var _ graphql.Transport = get{}
-
-func (get) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	ctx := r.Context()
-	contentType := responseContentType(r)
-	w.Header()["Content-Type"] = contentTypes[contentType]
-	fail := func(status int, err error) {
-		w.WriteHeader(status)
-		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)}))
-	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		fail(http.StatusBadRequest, fmt.Errorf("%w: query string: %v", errkind.Malformed, err))
-		return
-	}
-	params := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName"), Headers: r.Header}
-	params.ReadTime.Start = graphql.Now()
-	for _, name := range []string{"query", "operationName", "variables", "extensions"} {
-		v := q.Get(name)
-		bad := !utf8.ValidString(v)
-		if !bad && v != "" && (name == "variables" || name == "extensions") {
-			bad = !jsontext.Value(v).IsValid()
-		}
-		if bad {
-			fail(http.StatusBadRequest, fmt.Errorf("%w %s parameter: not valid UTF-8, or not strict JSON (lone surrogates, duplicate names)", errkind.Invalid, name))
-			return
-		}
-	}
-	for name, into := range map[string]*map[string]any{"variables": &params.Variables, "extensions": &params.Extensions} {
-		if v := q.Get(name); v != "" {
-			if err := decodeJSON([]byte(v), into); err != nil {
-				fail(http.StatusBadRequest, fmt.Errorf("%w: the %s parameter is not a JSON object: %s", errkind.Malformed, name, jsonError(err)))
-				return
-			}
-		}
-	}
-	params.ReadTime.End = graphql.Now()
-	rc, opErr := exec.CreateOperationContext(ctx, params)
-	if opErr != nil {
-		w.WriteHeader(operationErrorStatus(opErr, contentType))
-		writeResponse(w, exec.DispatchError(graphql.WithOperationContext(ctx, rc), opErr))
-		return
-	}
-	if rc.Operation.Operation != ast.Query {
-		fail(http.StatusNotAcceptable, fmt.Errorf("%w: a GET runs queries only; send a %s with POST, Content-Type: application/json", errkind.Malformed, rc.Operation.Operation))
-		return
-	}
-	responses, ctx := exec.DispatchOperation(ctx, rc)
-	writeResult(w, ctx, responses(ctx), exec)
-}
-
-// unsupported answers a request no transport takes, saying what would be
-// taken: it is the last transport.
-type unsupported struct{}
-
-var _ graphql.Transport = unsupported{}
-
-func (unsupported) Supports(*http.Request) bool { return true }
-
-func (unsupported) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	w.Header()["Content-Type"] = contentTypes["application/json"]
-	status, err := http.StatusUnsupportedMediaType, fmt.Errorf(
-		`%w: Content-Type %q: send Content-Type: application/json with a body such as {"query": "{ listFeatures { key } }"}`, errkind.Malformed, r.Header.Get("Content-Type"))
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, POST")
-		status, err = http.StatusMethodNotAllowed, fmt.Errorf(`%w: method %s: send a POST with a JSON body, a GET with ?query=…, or a WebSocket upgrade`, errkind.Malformed, r.Method)
-	}
-	w.WriteHeader(status)
-	writeResponse(w, exec.DispatchError(r.Context(), gqlerror.List{gqlerror.WrapPath(nil, err)}))
 }
 
 // operationErrorStatus is gqlgen's status for an operation that could not
@@ -223,7 +189,7 @@ func writeResult(w http.ResponseWriter, ctx context.Context, resp *graphql.Respo
 	if resp == nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			w.WriteHeader(http.StatusGatewayTimeout)
-			writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, errTimeout)}))
+			writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, errkind.DeadlinePassed)}))
 		}
 		return
 	}

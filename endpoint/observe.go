@@ -1,4 +1,4 @@
-package graph
+package endpoint
 
 import (
 	"context"
@@ -12,80 +12,39 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/listgate/listgate/operation"
 )
 
-// requestInfo is what a GraphQL request learns about itself as it runs: its
-// operation and the codes of its errors. The HTTP middleware that made it
-// reads it when the request ends.
-type requestInfo struct {
-	mu                  sync.Mutex
-	operation, operType string
-	codes               []string
-	canceled            bool // the client went away before the answer
-}
-
-func requestInfoFrom(ctx context.Context) *requestInfo {
-	if r := requestFrom(ctx); r != nil {
-		return &r.info
-	}
-	return nil
-}
-
-func (ri *requestInfo) setOperation(name, typ string) {
-	ri.mu.Lock()
-	ri.operation, ri.operType = name, typ
-	ri.mu.Unlock()
-}
-
-func (ri *requestInfo) addCode(code string) {
-	ri.mu.Lock()
-	ri.codes = append(ri.codes, code)
-	ri.mu.Unlock()
-}
-
-// outcome is "canceled" when the client went away, else "ok" or the code
-// of the request's first error. A client that cancels is not a failure of
-// the gateway: it must not count against availability.
-func (ri *requestInfo) outcome() string {
-	ri.mu.Lock()
-	defer ri.mu.Unlock()
-	if ri.canceled {
-		return "canceled"
-	}
-	if len(ri.codes) == 0 {
-		return "ok"
-	}
-	return ri.codes[0]
-}
-
-// requestObserver counts, times and logs every GraphQL request.
-type requestObserver struct {
+// observer counts, times and logs every GraphQL operation, whatever its
+// transport: one log line and one sample of each metric per operation.
+type observer struct {
 	log      *slog.Logger
-	refused  metric.Int64Counter // requests refused for --max-in-flight
+	refused  metric.Int64Counter // operations refused for --max-in-flight
 	panics   metric.Int64Counter
 	requests metric.Int64Counter
 	duration metric.Float64Histogram
 	mu       sync.Mutex
 	names    map[string]bool // operation names with series of their own, at most maxOperationNames
-	attrs    sync.Map        // requestLabels → metric.MeasurementOption
+	attrs    sync.Map        // seriesKey → metric.MeasurementOption
 }
 
-// requestLabels are the metric labels of a request.
-type requestLabels struct{ name, typ, outcome string }
+// seriesKey is the labels of one series of an operation's metrics.
+type seriesKey struct{ name, typ, transport, outcome string }
 
 // maxOperationNames bounds the distinct operation names metrics carry:
 // clients choose them, and each is a time series.
 const maxOperationNames = 500
 
-func newRequestObserver(meter metric.Meter, log *slog.Logger) (*requestObserver, error) {
-	o := &requestObserver{log: log, names: map[string]bool{}}
+func newObserver(meter metric.Meter, log *slog.Logger) (*observer, error) {
+	o := &observer{log: log, names: map[string]bool{}}
 	var err error
 	if o.requests, err = meter.Int64Counter("listgate.graphql.requests",
-		metric.WithDescription("GraphQL requests, by operation name, operation type and outcome (ok, canceled by the client, or the first error's code).")); err != nil {
+		metric.WithDescription("GraphQL operations, by operation name, operation type, transport (post, get, websocket) and outcome (ok, canceled by the client, or the first error's code).")); err != nil {
 		return nil, err
 	}
 	if o.refused, err = meter.Int64Counter("listgate.graphql.refused",
-		metric.WithDescription("GraphQL requests refused because --max-in-flight were being served.")); err != nil {
+		metric.WithDescription("GraphQL operations refused because --max-in-flight were being served.")); err != nil {
 		return nil, err
 	}
 	if o.panics, err = meter.Int64Counter("listgate.panics",
@@ -93,20 +52,20 @@ func newRequestObserver(meter metric.Meter, log *slog.Logger) (*requestObserver,
 		return nil, err
 	}
 	if o.duration, err = meter.Float64Histogram("listgate.graphql.request.duration", metric.WithUnit("s"),
-		metric.WithDescription("Duration of GraphQL requests, by operation name, type and outcome.")); err != nil {
+		metric.WithDescription("Duration of GraphQL operations, by operation name, type, transport and outcome.")); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
 
-// labels returns the attribute set of a request's metrics, made once per
-// distinct labels. Operation names past the first maxOperationNames (and
-// names longer than 64 bytes) are counted as "other".
-func (o *requestObserver) labels(name, typ, outcome string) metric.MeasurementOption {
+// labels returns the attribute set of an operation's metrics, made once
+// per distinct labels. Operation names past the first maxOperationNames
+// (and names longer than 64 bytes) are counted as "other".
+func (o *observer) labels(name, typ, transport, outcome string) metric.MeasurementOption {
 	if name == "" {
 		name = "anonymous"
 	}
-	key := requestLabels{name, typ, outcome}
+	key := seriesKey{name, typ, transport, outcome}
 	if a, ok := o.attrs.Load(key); ok {
 		return a.(metric.MeasurementOption)
 	}
@@ -125,31 +84,31 @@ func (o *requestObserver) labels(name, typ, outcome string) metric.MeasurementOp
 	a := metric.WithAttributeSet(attribute.NewSet(
 		semconv.GraphQLOperationName(key.name),
 		attribute.String("graphql.operation.type", key.typ),
+		attribute.String("transport", key.transport),
 		attribute.String("outcome", key.outcome),
 	))
 	o.attrs.Store(key, a)
 	return a
 }
 
-// done counts, times and logs a finished request.
-func (o *requestObserver) done(ctx context.Context, ri *requestInfo, took time.Duration) {
-	outcome := ri.outcome()
-	ri.mu.Lock()
-	name, typ := ri.operation, ri.operType
-	ri.mu.Unlock()
-	attrs := o.labels(name, typ, outcome)
+// done counts, times and logs a finished operation.
+func (o *observer) done(ctx context.Context, op *operation.Operation) {
+	took := time.Since(op.Start)
+	outcome := op.Outcome()
+	name, typ := op.Name()
+	attrs := o.labels(name, typ, op.Transport, outcome)
 	o.requests.Add(ctx, 1, attrs)
 	o.duration.Record(ctx, took.Seconds(), attrs)
 	if len(name) > 64 {
 		name = name[:64]
 	}
 	o.log.LogAttrs(ctx, slog.LevelInfo, "graphql request",
-		slog.String("operation", name), slog.String("type", typ),
-		slog.Duration("duration", took), slog.String("outcome", outcome))
+		slog.String("operation", name), slog.String("type", typ), slog.String("transport", op.Transport),
+		slog.String("caller", op.Caller), slog.Duration("duration", took), slog.String("outcome", outcome))
 }
 
 // operationTracing is the gqlgen extension that gives every operation a
-// span and tells the request's info its operation. resolverTracing gives
+// span and records its name and type in its state. resolverTracing gives
 // every resolver (a field that does I/O) a child span; plain struct fields
 // get none. Neither records the query text or variables: they may hold item
 // values.
@@ -180,8 +139,8 @@ func (t operationTracing) InterceptResponse(ctx context.Context, next graphql.Re
 		return next(ctx)
 	}
 	name, typ := operationOf(graphql.GetOperationContext(ctx))
-	if ri := requestInfoFrom(ctx); ri != nil {
-		ri.setOperation(name, typ)
+	if op := operation.From(ctx); op != nil {
+		op.SetName(name, typ)
 	}
 	ctx, span := t.tracer.Start(ctx, typ+" "+name)
 	defer span.End()

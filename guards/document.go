@@ -1,4 +1,4 @@
-package graph
+package guards
 
 import (
 	"context"
@@ -24,7 +24,13 @@ import (
 type documentLimits struct {
 	maxTokens int
 	maxFields int
-	cache     *boundedCache[*ast.QueryDocument]
+	cache     *Cache[*ast.QueryDocument]
+}
+
+// DocumentLimits is the guard of --max-tokens and --max-fields; documents
+// is the parsed-query cache the executor keeps.
+func DocumentLimits(maxTokens, maxFields int, documents *Cache[*ast.QueryDocument]) graphql.HandlerExtension {
+	return documentLimits{maxTokens: maxTokens, maxFields: maxFields, cache: documents}
 }
 
 var _ interface {
@@ -104,10 +110,10 @@ func expandedFields(doc *ast.QueryDocument, limit int) int {
 	return total
 }
 
-// boundedCache is an LRU cache bounded in bytes as well as in entries: the
+// Cache is an LRU cache bounded in bytes as well as in entries: the
 // parsed-query cache and the automatic persisted queries. cost estimates
 // the bytes an entry holds; an entry over maxEntry is not kept.
-type boundedCache[T any] struct {
+type Cache[T any] struct {
 	mu       sync.Mutex
 	lru      *simplelru.LRU[string, T]
 	cost     func(key string, value T) int
@@ -116,39 +122,39 @@ type boundedCache[T any] struct {
 	maxEntry int
 }
 
-func newBoundedCache[T any](maxBytes, maxEntry int, cost func(string, T) int) *boundedCache[T] {
-	c := &boundedCache[T]{cost: cost, max: maxBytes, maxEntry: maxEntry}
+func newBoundedCache[T any](maxBytes, maxEntry int, cost func(string, T) int) *Cache[T] {
+	c := &Cache[T]{cost: cost, max: maxBytes, maxEntry: maxEntry}
 	c.lru, _ = simplelru.NewLRU(1<<20, func(k string, v T) { c.bytes -= c.cost(k, v) })
 	return c
 }
 
-// newDocumentCache keeps parsed documents. A document's cost is taken as
+// NewDocumentCache keeps parsed documents. A document's cost is taken as
 // astBytesPerByte times its text: gqlparser's AST of a literal-heavy query
 // is about that much larger than the query (ten 480 KB documents of list
 // literals held 730 MB). Documents over 64 KB of text are parsed for each
 // request instead.
-func newDocumentCache(maxBytes int) *boundedCache[*ast.QueryDocument] {
+func NewDocumentCache(maxBytes int) *Cache[*ast.QueryDocument] {
 	const astBytesPerByte = 160
 	return newBoundedCache(maxBytes, 64<<10*astBytesPerByte, func(q string, _ *ast.QueryDocument) int { return astBytesPerByte * len(q) })
 }
 
-// newAPQCache keeps the texts of automatic persisted queries.
-func newAPQCache(maxBytes int) *boundedCache[string] {
+// NewAPQCache keeps the texts of automatic persisted queries.
+func NewAPQCache(maxBytes int) *Cache[string] {
 	return newBoundedCache(maxBytes, maxBytes/16, func(hash, q string) int { return len(hash) + len(q) })
 }
 
 var (
-	_ graphql.Cache[*ast.QueryDocument] = (*boundedCache[*ast.QueryDocument])(nil)
-	_ graphql.Cache[string]             = (*boundedCache[string])(nil)
+	_ graphql.Cache[*ast.QueryDocument] = (*Cache[*ast.QueryDocument])(nil)
+	_ graphql.Cache[string]             = (*Cache[string])(nil)
 )
 
-func (c *boundedCache[T]) Get(_ context.Context, key string) (T, bool) {
+func (c *Cache[T]) Get(_ context.Context, key string) (T, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lru.Get(key)
 }
 
-func (c *boundedCache[T]) Add(_ context.Context, key string, value T) {
+func (c *Cache[T]) Add(_ context.Context, key string, value T) {
 	cost := c.cost(key, value)
 	if cost > c.maxEntry {
 		return
@@ -165,7 +171,7 @@ func (c *boundedCache[T]) Add(_ context.Context, key string, value T) {
 	}
 }
 
-func (c *boundedCache[T]) has(key string) bool {
+func (c *Cache[T]) has(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lru.Contains(key)

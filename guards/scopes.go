@@ -1,4 +1,10 @@
-package graph
+// Package guards are the checks that refuse an operation before anything
+// of it runs: the size of its document, the caller's scopes, its depth and
+// shape, its complexity and the process's budget for it, and the check
+// run of a mutation. Each is a gqlgen extension the endpoint installs; a
+// guard refuses with an error wrapping an errkind, never writes, and never
+// reads a list.
+package guards
 
 import (
 	"context"
@@ -13,6 +19,7 @@ import (
 
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/operation"
 )
 
 // authorization enforces @scope before an operation runs: every root field
@@ -60,7 +67,10 @@ func (a *authorization) MutateOperationContext(ctx context.Context, oc *graphql.
 	if oc.Operation == nil {
 		return nil
 	}
-	p := principalFrom(ctx)
+	var p *auth.Principal
+	if op := operation.From(ctx); op != nil {
+		p = op.Principal
+	}
 	root := rootType(oc.Operation.Operation)
 	for _, f := range graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{root}) {
 		if f.Name == "__typename" {
@@ -86,49 +96,6 @@ func (a *authorization) MutateOperationContext(ctx context.Context, oc *graphql.
 	return nil
 }
 
-// depthLimit refuses operations nested deeper than max fields, before they
-// run. Introspection fields are not counted (GraphiQL's own query nests
-// types nine deep), and introspection is off in production.
-type depthLimit struct{ max int }
-
-func (depthLimit) ExtensionName() string                   { return "DepthLimit" }
-func (depthLimit) Validate(graphql.ExecutableSchema) error { return nil }
-
-func (d depthLimit) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
-	if oc.Operation == nil {
-		return nil
-	}
-	if depth := selectionDepth(oc.Operation.SelectionSet, oc.Doc.Fragments, 0); depth > d.max {
-		return gqlerror.WrapPath(nil, fmt.Errorf("%w operation: fields nested %d deep, more than the %d allowed (--max-depth)", errkind.Invalid, depth, d.max))
-	}
-	return nil
-}
-
-func selectionDepth(set ast.SelectionSet, fragments ast.FragmentDefinitionList, seen int) int {
-	if seen > 64 { // fragment cycles are rejected by validation; stay bounded anyway
-		return seen
-	}
-	deepest := 0
-	for _, sel := range set {
-		var d int
-		switch s := sel.(type) {
-		case *ast.Field:
-			if strings.HasPrefix(s.Name, "__") {
-				continue
-			}
-			d = 1 + selectionDepth(s.SelectionSet, fragments, seen+1)
-		case *ast.InlineFragment:
-			d = selectionDepth(s.SelectionSet, fragments, seen+1)
-		case *ast.FragmentSpread:
-			if f := fragments.ForName(s.Name); f != nil {
-				d = selectionDepth(f.SelectionSet, fragments, seen+1)
-			}
-		}
-		deepest = max(deepest, d)
-	}
-	return deepest
-}
-
 // CheckScopes reports whether every root field of a schema (SDL, with
 // @scope declared for it) carries a known @scope: what NewHandler checks of
 // the real schema.
@@ -138,4 +105,10 @@ func CheckScopes(sdl string) error {
 		return err
 	}
 	return (&authorization{}).Validate(&graphql.ExecutableSchemaMock{SchemaFunc: func() *ast.Schema { return s }})
+}
+
+// Scopes is the guard of @scope; with introspection, __schema and __type
+// are answered for every authenticated caller.
+func Scopes(introspection bool) graphql.HandlerExtension {
+	return &authorization{introspection: introspection}
 }

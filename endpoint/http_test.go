@@ -1,4 +1,4 @@
-package graph
+package endpoint
 
 import (
 	"context"
@@ -12,8 +12,16 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/executor"
+	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/listgate/listgate/auth"
+	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/guards"
+	"github.com/listgate/listgate/operation"
 
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph/exec"
@@ -22,7 +30,7 @@ import (
 	"github.com/listgate/listgate/store/embedded"
 )
 
-// Our POST transport answers exactly as gqlgen's: status, content type and
+// Our POST answers exactly as gqlgen's transport: status, content type and
 // body, byte for byte.
 func TestPostTransportMatchesGqlgen(t *testing.T) {
 	s, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
@@ -48,14 +56,27 @@ func TestPostTransportMatchesGqlgen(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: DefaultLimits, Introspection: true, Log: log}
-	ours, err := newHandler(cfg, post{})
+	ours, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs, err := newHandler(cfg, transport.POST{})
+	defer ours.Shutdown(ctx)
+	// gqlgen's own server, with its POST transport and the same extensions,
+	// given each request an operation as ours gives it.
+	gqlgen := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: graph.NewResolver(ours.lists)}))
+	gqlgen.SetValidationRulesFn(guards.ValidationRules)
+	budget, err := guards.NewBudget(1<<40, noop.NewMeterProvider().Meter(""))
 	if err != nil {
 		t.Fatal(err)
 	}
+	extensions{cfg: cfg, lists: ours.lists, budget: budget, tracer: tracenoop.NewTracerProvider().Tracer(""),
+		present: errorPresenter(log, func(context.Context, error) {}), recover: graphql.DefaultRecover}.install(gqlgen)
+	gqlgen.AddTransport(transport.POST{})
+	theirs := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := operation.New(operation.POST, time.Now())
+		op.Principal = auth.Anyone
+		gqlgen.ServeHTTP(w, r.WithContext(operation.With(r.Context(), op)))
+	})
 	for _, tc := range []struct{ name, accept, body string }{
 		{"data", "", `{"query":"{ listItems(entityType: \"user\", entityId: \"u1\", feature: \"f\") { items { value timestamp } hasMore } }"}`},
 		{"data encoding/json escapes", "", `{"query":"{ listItems(entityType: \"user\", entityId: \"u2\", feature: \"f\") { items { value cursor } } }"}`},
@@ -72,7 +93,7 @@ func TestPostTransportMatchesGqlgen(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			do := func(h http.Handler) *httptest.ResponseRecorder {
-				req := httptest.NewRequest(http.MethodPost, "/graphql", strings.NewReader(tc.body))
+				req := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", strings.NewReader(tc.body))
 				req.Header.Set("Content-Type", "application/json")
 				if tc.accept != "" {
 					req.Header.Set("Accept", tc.accept)
@@ -93,8 +114,8 @@ func TestPostTransportMatchesGqlgen(t *testing.T) {
 // the deadline the client reads a TIMEOUT error, never a bare null; a client
 // that went away gets nothing.
 func TestWriteResultWithoutResponse(t *testing.T) {
-	ex := executor.New(exec.NewExecutableSchema(exec.Config{Resolvers: &Resolver{}}))
-	ex.SetErrorPresenter(errorPresenter(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ex := executor.New(exec.NewExecutableSchema(exec.Config{Resolvers: &graph.Resolver{}}))
+	ex.SetErrorPresenter(errorPresenter(slog.New(slog.NewTextHandler(io.Discard, nil)), func(context.Context, error) {}))
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()

@@ -1,4 +1,4 @@
-package graph
+package guards
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/lists"
+	"github.com/listgate/listgate/operation"
 )
 
 // complexityLimit refuses an operation whose complexity passes max before
@@ -37,50 +38,15 @@ type complexityLimit struct {
 	max      int
 	es       graphql.ExecutableSchema
 	schema   *introspection.Schema
-	inFlight *costBudget
+	inFlight *Budget
 	lists    *lists.Service // the bounds of arguments, checked first
 	measured *measuredOps
 }
 
-// costBudget is the complexity the operations running may hold together.
-// Unlike a FIFO semaphore, a waiting operation never holds up one that
-// fits: a small query runs at once while a large one waits for room.
-type costBudget struct {
-	mu      sync.Mutex
-	used    int64
-	max     int64
-	changed chan struct{} // closed, and replaced, at every release
-}
-
-func newCostBudget(max int64) *costBudget {
-	return &costBudget{max: max, changed: make(chan struct{})}
-}
-
-// acquire waits until n fits, or ctx ends.
-func (b *costBudget) acquire(ctx context.Context, n int64) error {
-	for {
-		b.mu.Lock()
-		if b.used+n <= b.max {
-			b.used += n
-			b.mu.Unlock()
-			return nil
-		}
-		changed := b.changed
-		b.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (b *costBudget) release(n int64) {
-	b.mu.Lock()
-	b.used -= n
-	close(b.changed)
-	b.changed = make(chan struct{})
-	b.mu.Unlock()
+// Complexity is the guard of --max-complexity and of the in-flight budget:
+// svc checks the bounds of arguments the walk reads.
+func Complexity(max int, inFlight *Budget, svc *lists.Service) graphql.HandlerExtension {
+	return &complexityLimit{max: max, inFlight: inFlight, lists: svc, measured: newMeasuredOps(4096)}
 }
 
 var _ interface {
@@ -107,17 +73,18 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	if once {
 		lists.SingleRead(ctx)
 	}
-	req := requestFrom(ctx)
-	if req == nil || c.inFlight == nil || oc.Operation.Operation == ast.Subscription {
+	op := operation.From(ctx)
+	if op == nil || oc.Operation.Operation == ast.Subscription {
 		// A subscription holds no share of the budget for as long as it
 		// lasts: its own bounds are --max-subscriptions-per-*.
 		return nil
 	}
-	cost := int64(max(total, 1))
-	if err := c.inFlight.acquire(ctx, cost); err != nil {
-		return gqlerror.WrapPath(nil, errTimeout)
+	op.Cost = int64(max(total, 1))
+	if err := c.inFlight.acquire(ctx, op.Cost); err != nil {
+		return gqlerror.WrapPath(nil, errkind.DeadlinePassed)
 	}
-	req.release = func() { c.inFlight.release(cost) } // when the response is written
+	cost := op.Cost
+	op.OnEnd(func() { c.inFlight.release(cost) }) // once the response is written
 	return nil
 }
 

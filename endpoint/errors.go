@@ -1,4 +1,4 @@
-package graph
+package endpoint
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/operation"
 )
 
 // Error codes a client sees in extensions.code.
@@ -28,15 +29,13 @@ const (
 	CodeInternal        = "INTERNAL"
 )
 
-// errTimeout is the error of a request whose deadline passed before it
-// could answer.
-var errTimeout = fmt.Errorf("%w: the request ran past its deadline (--request-timeout) before it could answer", errkind.Timeout)
-
 // errorPresenter is the one place that decides what a client sees of an
 // error: a code from the fixed set, mapped from the error's kind
 // (package errkind), and a message a person can act on. Store and driver
 // details stay in the log.
-func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
+//
+// A subscription the watch hub refused is counted by onRefused.
+func errorPresenter(log *slog.Logger, onRefused func(context.Context, error)) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
 		message := gqlErr.Message
@@ -62,6 +61,7 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			switch {
 			case errors.Is(err, errkind.Refused):
 				message = err.Error()
+				onRefused(ctx, err)
 			case errors.Is(err, context.Canceled):
 				message = "the request was cancelled"
 			default:
@@ -71,8 +71,8 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			log.ErrorContext(ctx, "internal error", "path", gqlErr.Path.String(), "err", err)
 			message = "internal error"
 		}
-		if ri := requestInfoFrom(ctx); ri != nil {
-			ri.addCode(code)
+		if op := operation.From(ctx); op != nil {
+			op.AddCode(code)
 		}
 		return &gqlerror.Error{
 			Message:    message,

@@ -1,4 +1,4 @@
-package graph
+package guards
 
 import (
 	"regexp"
@@ -11,9 +11,9 @@ import (
 	"github.com/listgate/listgate/values"
 )
 
-// validationRules are gqlparser's, plus exactLiterals. They run once per
+// ValidationRules are gqlparser's, plus exactLiterals. They run once per
 // document; the query cache keeps the result.
-func validationRules() *rules.Rules {
+func ValidationRules() *rules.Rules {
 	r := rules.NewDefaultRules()
 	r.AddRule("ExactLiterals", exactLiterals)
 	return r

@@ -1,0 +1,341 @@
+// Package endpoint is the GraphQL endpoint of the gateway, /graphql: it
+// admits each operation, whatever carries it (a POST, a GET, or a message
+// on a WebSocket), gives it its own state (package operation), its
+// deadline and its slot of --max-in-flight, runs it through the guards and
+// the resolvers, answers it, and logs and counts it. It also decides what
+// a client sees of an error (errors.go). It never reads or writes a list
+// itself.
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/executor"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/listgate/listgate/auth"
+	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/graph/exec"
+	"github.com/listgate/listgate/guards"
+	"github.com/listgate/listgate/lists"
+	"github.com/listgate/listgate/operation"
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/watch"
+)
+
+// Limits bound what one operation may ask for. Each has a safe default and
+// a flag; going past one is a clear error, and nothing runs.
+type Limits struct {
+	MaxListLimit     int   // largest `limit` of one list
+	MaxEntities      int   // most entity ids in one `entities`
+	MaxCount         int   // rows one listCount or listContains may look at
+	MaxScanFactor    int   // rows a distinct page may look at, per item of its limit
+	MaxValues        int   // values of one listContains or removeListItemsWithValues
+	MaxBatchLists    int   // lists of one addListItemsBatch
+	MaxDepth         int   // deepest nesting of fields
+	MaxComplexity    int   // a list costs its fields times its limit; introspection its real lists
+	MaxTokens        int   // tokens of one document
+	MaxFields        int   // fields of one operation, fragments expanded
+	MaxBodyBytes     int64 // largest request body, or subscribe message
+	MaxResponseBytes int   // list items one response may carry, in bytes
+	MaxInFlight      int   // queries and mutations served at once; more are refused
+	// MaxInFlightComplexity bounds the complexity of the operations running
+	// at once; one that does not fit waits for room until its deadline.
+	MaxInFlightComplexity int
+	RequestTimeout        time.Duration // a query's or mutation's deadline, passed down to every CQL statement
+	QueryCacheBytes       int           // parsed documents kept, in estimated bytes
+	APQCacheBytes         int           // automatic persisted queries kept, in bytes
+}
+
+// DefaultLimits are safe defaults that agree with each other: the most
+// entities, each with a list of the default limit and every field, fit the
+// complexity limit (TestDefaultLimitsAgree), and so does GraphiQL's
+// introspection query.
+var DefaultLimits = Limits{
+	MaxListLimit: 1000, MaxEntities: 100, MaxCount: 100_000, MaxScanFactor: 10, MaxValues: 1000, MaxBatchLists: 1000,
+	MaxDepth: 10, MaxComplexity: 100_000,
+	MaxTokens: 20_000, MaxFields: 1000, MaxBodyBytes: 1 << 20, MaxResponseBytes: 32 << 20,
+	MaxInFlight: 256, MaxInFlightComplexity: 300_000, RequestTimeout: 10 * time.Second, QueryCacheBytes: 64 << 20, APQCacheBytes: 16 << 20,
+}
+
+// Config is what the endpoint is built from.
+type Config struct {
+	Store         store.Store
+	Catalog       *features.Catalog
+	Auth          *auth.Authenticator // nil: nobody authenticates, every caller has every scope
+	Loader        lists.LoaderConfig
+	Limits        Limits
+	Subscriptions Subscriptions
+	Introspection bool
+	// Hosts are the names the endpoint answers for besides loopback ones
+	// (Host headers; "*": any). Without authentication, a request for
+	// another host is refused, so that a web page cannot reach a gateway
+	// on a developer's machine through DNS rebinding.
+	Hosts []string
+	Log   *slog.Logger
+	// Telemetry; no-op providers when nil.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	// Now is the clock for default item timestamps; time.Now when nil.
+	Now func() time.Time
+}
+
+// Handler is the GraphQL endpoint.
+type Handler struct {
+	exec     *executor.Executor
+	lists    *lists.Service
+	auth     *auth.Authenticator
+	limits   Limits
+	hosts    hosts
+	inFlight chan struct{} // a slot per query or mutation being served
+	observer *observer
+	sockets  *sockets
+}
+
+// New returns the endpoint: POST and GET, and graphql-transport-ws on
+// WebSockets, with a parsed-query cache, automatic persisted queries, the
+// guards, per-operation loaders (package lists), and a span, metrics and a
+// log line for every operation.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if cfg.Auth == nil {
+		if cfg.Auth, err = auth.New(auth.Config{}); err != nil {
+			return nil, err
+		}
+	}
+	tracer := cfg.TracerProvider.Tracer("github.com/listgate/listgate/graph")
+	meter := cfg.MeterProvider.Meter("github.com/listgate/listgate/graph")
+	obs, err := newObserver(meter, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	onPanic := recoverPanic(cfg.Log, obs.panics)
+	var loaderTracer trace.Tracer
+	_, tracingOff := cfg.TracerProvider.(tracenoop.TracerProvider)
+	if !tracingOff {
+		loaderTracer = tracer // a span per batch: its keys are formatted only then
+	}
+	svc, err := lists.New(lists.Config{
+		Tracer: loaderTracer,
+		Store:  cfg.Store, Catalog: cfg.Catalog, Loader: cfg.Loader, Now: cfg.Now, Meter: meter, OnPanic: onPanic,
+		Watch: watch.Config{Interval: cfg.Subscriptions.Poll, Lateness: cfg.Subscriptions.Lateness, MaxLists: cfg.Subscriptions.MaxLists,
+			MaxCatchUp: cfg.Limits.MaxCount, Log: cfg.Log},
+		Limits: lists.Limits{
+			MaxListLimit: cfg.Limits.MaxListLimit, MaxEntities: cfg.Limits.MaxEntities, MaxResponseBytes: cfg.Limits.MaxResponseBytes,
+			MaxCount: cfg.Limits.MaxCount, MaxScanFactor: cfg.Limits.MaxScanFactor, MaxValues: cfg.Limits.MaxValues, MaxBatchLists: cfg.Limits.MaxBatchLists,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	socks, err := newSockets(cfg.Subscriptions.withDefaults(), meter)
+	if err != nil {
+		return nil, err
+	}
+	budget, err := guards.NewBudget(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity)), meter)
+	if err != nil {
+		return nil, err
+	}
+
+	x := executor.New(exec.NewExecutableSchema(exec.Config{Resolvers: graph.NewResolver(svc)}))
+	x.SetDefaultRulesFn(guards.ValidationRules)
+	extensions{cfg: cfg, lists: svc, budget: budget, tracer: tracer, spans: !tracingOff,
+		present: errorPresenter(cfg.Log, socks.countRefusal), recover: onPanic}.install(x)
+	h := &Handler{exec: x, lists: svc, auth: cfg.Auth, limits: cfg.Limits, hosts: newHosts(cfg.Hosts, !cfg.Auth.Configured()),
+		inFlight: make(chan struct{}, max(cfg.Limits.MaxInFlight, 1)), observer: obs, sockets: socks}
+	socks.h = h
+	return h, nil
+}
+
+// Shutdown ends every subscription (each gets its complete message) and
+// closes the WebSockets, waiting for them until ctx ends. Requests over
+// HTTP are the http.Server's to drain.
+func (h *Handler) Shutdown(ctx context.Context) {
+	h.sockets.shutdown(ctx, h.lists.Close)
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isWebSocket(r) {
+		h.sockets.serve(w, r)
+		return
+	}
+	op := operation.New(transportOf(r), time.Now())
+	ctx := operation.With(graphql.StartOperationTrace(r.Context()), op)
+	ctx, cancel := context.WithDeadline(ctx, op.Start.Add(h.limits.RequestTimeout))
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			writeResponse(w, &graphql.Response{Errors: gqlerror.List{h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)}})
+		}
+		if errors.Is(r.Context().Err(), context.Canceled) {
+			op.Canceled()
+		}
+		op.End()
+		h.observer.done(ctx, op)
+	}()
+	contentType := responseContentType(r)
+	w.Header()["Content-Type"] = contentTypes[contentType]
+	refuse := func(status int, err error) {
+		w.WriteHeader(status)
+		writeResponse(w, h.exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)}))
+	}
+	if err := h.hosts.check(r.Host); err != nil {
+		refuse(http.StatusForbidden, err)
+		return
+	}
+	if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" {
+		// A CORS preflight that --cors-origins did not answer.
+		refuse(http.StatusForbidden, fmt.Errorf("%w: a browser page of origin %q may not call this gateway: add the origin to --cors-origins", errkind.Forbidden, r.Header.Get("Origin")))
+		return
+	}
+	p, err := h.auth.Authenticate(r.Header.Get("Authorization"))
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="listgate"`)
+		refuse(http.StatusUnauthorized, err)
+		return
+	}
+	op.Principal, op.Caller = p, callerOf(p, r)
+	var params *graphql.RawParams
+	switch op.Transport {
+	case operation.POST:
+		body, status, err := readBody(w, r, h.limits.MaxBodyBytes, op.Start.Add(h.limits.RequestTimeout))
+		if err != nil {
+			refuse(status, err)
+			return
+		}
+		if params, err = decodeParams("request body", body); err != nil {
+			refuse(http.StatusBadRequest, err)
+			return
+		}
+	case operation.GET:
+		if params, err = getParams(r); err != nil {
+			refuse(http.StatusBadRequest, err)
+			return
+		}
+	default:
+		refuse(unsupported(w, r))
+		return
+	}
+	release, err := h.admit(ctx)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		refuse(http.StatusServiceUnavailable, err)
+		return
+	}
+	defer release()
+	params.Headers = r.Header
+	params.ReadTime = graphql.TraceTiming{Start: graphql.GetStartTime(ctx), End: graphql.Now()}
+	rc, errs := h.exec.CreateOperationContext(ctx, params)
+	if errs != nil {
+		w.WriteHeader(operationErrorStatus(errs, contentType))
+		writeResponse(w, h.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs))
+		return
+	}
+	switch {
+	case op.Transport == operation.GET && rc.Operation.Operation != ast.Query:
+		refuse(http.StatusNotAcceptable, fmt.Errorf("%w: a GET runs queries only; send a %s with POST, Content-Type: application/json", errkind.Malformed, rc.Operation.Operation))
+		return
+	case rc.Operation.Operation == ast.Subscription:
+		refuse(http.StatusBadRequest, fmt.Errorf("%w: subscriptions are served over WebSockets (graphql-transport-ws) on this endpoint, not over HTTP", errkind.Malformed))
+		return
+	}
+	responses, ctx := h.exec.DispatchOperation(ctx, rc)
+	writeResult(w, ctx, responses(ctx), h.exec)
+}
+
+// admit takes a slot of --max-in-flight for a query or mutation, or
+// refuses it at once rather than queue, so that memory and latency stay
+// bounded; the client retries, on another replica behind a load balancer.
+func (h *Handler) admit(ctx context.Context) (release func(), err error) {
+	select {
+	case h.inFlight <- struct{}{}:
+		return func() { <-h.inFlight }, nil
+	default:
+		h.observer.refused.Add(ctx, 1)
+		return nil, fmt.Errorf("%w: the gateway is serving its limit of %d requests (--max-in-flight); retry", errkind.Refused, cap(h.inFlight))
+	}
+}
+
+// callerOf names the caller of a request: its principal, namespaced by
+// kind, or its address when nobody authenticates.
+func callerOf(p *auth.Principal, r *http.Request) string {
+	if p.Caller != "" {
+		return p.Caller
+	}
+	return "addr:" + remoteIP(r)
+}
+
+// setup is what gqlgen's executor takes to serve: the endpoint's own, and
+// gqlgen's handler.Server, which tests compare it with.
+type setup interface {
+	Use(graphql.HandlerExtension)
+	SetQueryCache(graphql.Cache[*ast.QueryDocument])
+	SetErrorPresenter(graphql.ErrorPresenterFunc)
+	SetRecoverFunc(graphql.RecoverFunc)
+	SetParserTokenLimit(int)
+}
+
+// extensions are what runs around every operation.
+type extensions struct {
+	cfg     Config
+	lists   *lists.Service
+	budget  *guards.Budget
+	tracer  trace.Tracer
+	spans   bool // resolver spans, when spans are recorded
+	present graphql.ErrorPresenterFunc
+	recover graphql.RecoverFunc
+}
+
+// install adds every extension, in the order an operation meets them.
+func (e extensions) install(s setup) {
+	s.SetParserTokenLimit(e.cfg.Limits.MaxTokens)
+	documents := guards.NewDocumentCache(e.cfg.Limits.QueryCacheBytes)
+	s.SetQueryCache(documents)
+	if e.cfg.Introspection {
+		s.Use(extension.Introspection{})
+	}
+	s.Use(extension.AutomaticPersistedQuery{Cache: guards.NewAPQCache(e.cfg.Limits.APQCacheBytes)})
+	// Before a new document is parsed and validated: how big.
+	s.Use(guards.DocumentLimits(e.cfg.Limits.MaxTokens, e.cfg.Limits.MaxFields, documents))
+	// Before anything runs: who may, what shape, how much.
+	s.Use(guards.Scopes(e.cfg.Introspection))
+	s.Use(guards.Depth(e.cfg.Limits.MaxDepth))
+	s.Use(guards.OneStream())
+	s.Use(guards.Complexity(e.cfg.Limits.MaxComplexity, e.budget, e.lists))
+	s.Use(guards.CheckMutationsFirst())
+	s.Use(operationTracing{e.tracer})
+	if e.spans {
+		// Every field of every item passes this interceptor; add it only
+		// when spans are recorded.
+		s.Use(resolverTracing{e.tracer})
+	}
+	s.SetErrorPresenter(e.present)
+	s.SetRecoverFunc(e.recover)
+}

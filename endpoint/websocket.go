@@ -1,0 +1,340 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/coder/websocket"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/listgate/listgate/auth"
+	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/watch"
+)
+
+// Subscriptions bound the WebSocket side of the endpoint.
+type Subscriptions struct {
+	Poll          time.Duration // between two polls of a watched list
+	Lateness      time.Duration // the lateness window of the delivery rule
+	MaxLists      int           // lists one gateway watches at once
+	PerConnection int           // subscriptions open on one connection
+	PerCaller     int           // subscriptions open for one caller
+	MaxSockets    int           // WebSockets open at once past their connection_init
+	// MaxPending bounds the WebSockets that have not yet sent their
+	// connection_init, in all and from one address: they take no slot of
+	// MaxSockets until then, so connections that never authenticate
+	// cannot keep real subscribers out.
+	MaxPending, MaxPendingPerAddress int
+	InitTimeout                      time.Duration // how long a new WebSocket has to send its connection_init
+	MaxOperations                    int           // queries and mutations running at once on one WebSocket
+	// Origins may open WebSockets from a browser besides the gateway's
+	// own: the CORS origins (https://app.example.com), or "*" for any.
+	Origins []string
+}
+
+// DefaultSubscriptions are safe defaults.
+var DefaultSubscriptions = Subscriptions{Poll: time.Second, Lateness: 5 * time.Second, MaxLists: 10_000, PerConnection: 100, PerCaller: 1000,
+	MaxSockets: 10_000, MaxPending: 1000, MaxPendingPerAddress: 20, InitTimeout: 3 * time.Second, MaxOperations: 16}
+
+// withDefaults fills in the bounds left at zero.
+func (s Subscriptions) withDefaults() Subscriptions {
+	d := DefaultSubscriptions
+	for _, f := range []struct{ v, d *int }{{&s.MaxLists, &d.MaxLists}, {&s.PerConnection, &d.PerConnection}, {&s.PerCaller, &d.PerCaller},
+		{&s.MaxSockets, &d.MaxSockets}, {&s.MaxPending, &d.MaxPending}, {&s.MaxPendingPerAddress, &d.MaxPendingPerAddress}, {&s.MaxOperations, &d.MaxOperations}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
+	if s.Poll <= 0 {
+		s.Poll = d.Poll
+	}
+	if s.InitTimeout <= 0 {
+		s.InitTimeout = d.InitTimeout
+	}
+	return s
+}
+
+// protocol is the one WebSocket subprotocol served: graphql-transport-ws,
+// of the graphql-ws library (GraphiQL, Apollo Client, urql).
+const protocol = "graphql-transport-ws"
+
+// Close codes of graphql-transport-ws, and the one for a full gateway.
+const (
+	closeInvalidMessage websocket.StatusCode = 4400
+	closeUnauthorized   websocket.StatusCode = 4401
+	closeForbidden      websocket.StatusCode = 4403
+	closeInitTimeout    websocket.StatusCode = 4408
+	closeDuplicateID    websocket.StatusCode = 4409
+	closeTooManyInits   websocket.StatusCode = 4429
+	closeTryAgainLater  websocket.StatusCode = 1013
+	pingInterval                             = 15 * time.Second
+	closeReasonMax                           = 123
+)
+
+// sockets serves graphql-transport-ws on the endpoint and holds what the
+// WebSockets share: their slots, and the subscriptions open by caller.
+type sockets struct {
+	h       *Handler
+	cfg     Subscriptions
+	open    chan struct{} // a slot per WebSocket past its connection_init
+	pending chan struct{} // a slot per WebSocket before it
+	closing context.Context
+	close   context.CancelFunc
+	conns   sync.WaitGroup // WebSockets being served
+	streams sync.WaitGroup // subscriptions whose last message is not written
+
+	refused metric.Int64Counter // WebSockets and subscriptions refused, by reason
+
+	mu            sync.Mutex
+	pendingByAddr map[string]int
+	byCaller      map[string]int // open subscriptions by caller
+}
+
+func newSockets(cfg Subscriptions, meter metric.Meter) (*sockets, error) {
+	refused, err := meter.Int64Counter("listgate.subscriptions.refused",
+		metric.WithDescription("WebSockets and subscriptions refused at a bound of the gateway's, or while it shuts down, by reason."))
+	if err != nil {
+		return nil, err
+	}
+	closing, close := context.WithCancel(context.Background())
+	return &sockets{cfg: cfg, open: make(chan struct{}, cfg.MaxSockets), pending: make(chan struct{}, cfg.MaxPending),
+		closing: closing, close: close, refused: refused, pendingByAddr: map[string]int{}, byCaller: map[string]int{}}, nil
+}
+
+// Why a WebSocket or a subscription is refused, as listgate_subscriptions_refused_total's reason.
+var (
+	refusedWebSockets    = reason("max_websockets")
+	refusedPending       = reason("max_pending_websockets")
+	refusedPendingAddr   = reason("max_pending_websockets_per_address")
+	refusedPerConnection = reason("per_connection")
+	refusedPerCaller     = reason("per_caller")
+	refusedWatchedLists  = reason("max_watched_lists")
+	refusedShuttingDown  = reason("shutting_down")
+)
+
+func reason(r string) metric.AddOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
+}
+
+// countRefusal counts a subscription the watch hub refused.
+func (s *sockets) countRefusal(ctx context.Context, err error) {
+	switch {
+	case errors.Is(err, watch.ErrAtLimit):
+		s.refused.Add(ctx, 1, refusedWatchedLists)
+	case errors.Is(err, watch.ErrClosed):
+		s.refused.Add(ctx, 1, refusedShuttingDown)
+	}
+}
+
+// serve serves one WebSocket upgrade request, refusing it with an HTTP
+// error while that can still be said: a Host or Origin not allowed, a
+// shutting-down gateway, bad credentials, no graphql-transport-ws, or no
+// slot for one more WebSocket.
+func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	refuse := func(status int, why metric.AddOption, err error) {
+		if why != nil {
+			s.refused.Add(ctx, 1, why)
+		}
+		w.Header()["Content-Type"] = contentTypes["application/json"]
+		w.WriteHeader(status)
+		writeResponse(w, s.h.exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)}))
+	}
+	if err := s.h.hosts.check(r.Host); err != nil {
+		refuse(http.StatusForbidden, nil, err)
+		return
+	}
+	if origin := r.Header.Get("Origin"); !s.allowed(origin, r.Host) {
+		refuse(http.StatusForbidden, nil, fmt.Errorf("%w: a page of origin %q may not open a WebSocket to this gateway: add it to --cors-origins", errkind.Forbidden, origin))
+		return
+	}
+	if s.closing.Err() != nil {
+		refuse(http.StatusServiceUnavailable, refusedShuttingDown, fmt.Errorf("%w: the gateway is shutting down; connect to another replica", errkind.Refused))
+		return
+	}
+	if !slices.Contains(offeredProtocols(r), protocol) {
+		refuse(http.StatusBadRequest, nil, fmt.Errorf("%w: offer the %s subprotocol (Sec-WebSocket-Protocol: %s), as the graphql-ws library does", errkind.Malformed, protocol, protocol))
+		return
+	}
+	var principal *auth.Principal
+	if token := r.Header.Get("Authorization"); token != "" {
+		p, err := s.h.auth.Authenticate(token)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="listgate"`)
+			refuse(http.StatusUnauthorized, nil, err)
+			return
+		}
+		principal = p
+	}
+	addr := remoteIP(r)
+	unpend, why, err := s.takePending(addr)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		refuse(http.StatusServiceUnavailable, why, err)
+		return
+	}
+	if len(s.open) == cap(s.open) {
+		unpend()
+		w.Header().Set("Retry-After", "1")
+		refuse(http.StatusServiceUnavailable, refusedWebSockets, s.full())
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:       []string{protocol},
+		InsecureSkipVerify: true, // allowed checked the Origin, saying why
+		CompressionMode:    websocket.CompressionDisabled,
+	})
+	if err != nil {
+		unpend() // Accept answered the request
+		return
+	}
+	ws.SetReadLimit(s.h.limits.MaxBodyBytes + 4096) // a subscribe message's envelope around its payload
+	s.conns.Add(1)
+	defer s.conns.Done()
+	c := &connection{s: s, ws: ws, principal: principal, addr: addr, active: map[string]context.CancelFunc{}}
+	c.serve(ctx, unpend)
+}
+
+func (s *sockets) full() error {
+	return fmt.Errorf("%w: the gateway holds its limit of %d WebSockets (--max-websockets); retry", errkind.Refused, cap(s.open))
+}
+
+// takePending takes a slot for a WebSocket that has not sent its
+// connection_init, in all and for its address.
+func (s *sockets) takePending(addr string) (release func(), why metric.AddOption, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pendingByAddr[addr] >= s.cfg.MaxPendingPerAddress {
+		return nil, refusedPendingAddr, fmt.Errorf("%w: %d WebSockets from this address have not sent their connection_init (--max-pending-websockets-per-address); retry", errkind.Refused, s.cfg.MaxPendingPerAddress)
+	}
+	select {
+	case s.pending <- struct{}{}:
+	default:
+		return nil, refusedPending, fmt.Errorf("%w: %d WebSockets have not sent their connection_init (--max-pending-websockets); retry", errkind.Refused, cap(s.pending))
+	}
+	s.pendingByAddr[addr]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.pendingByAddr[addr]--; s.pendingByAddr[addr] == 0 {
+				delete(s.pendingByAddr, addr)
+			}
+			s.mu.Unlock()
+			<-s.pending
+		})
+	}, nil, nil
+}
+
+// offeredProtocols are the subprotocols a WebSocket upgrade offers.
+func offeredProtocols(r *http.Request) []string {
+	var out []string
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(v, ",") {
+			out = append(out, strings.TrimSpace(p))
+		}
+	}
+	return out
+}
+
+// allowed reports whether a browser page of origin may open a WebSocket:
+// one of the gateway's own origin (its Host passed the hosts check), or of
+// --cors-origins. A request without an Origin comes from no browser page,
+// which could carry a user's cookies to it; it is allowed.
+func (s *sockets) allowed(origin, host string) bool {
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, host) {
+		return true
+	}
+	for _, o := range s.cfg.Origins {
+		if o == "*" || strings.EqualFold(o, u.Scheme+"://"+u.Host) {
+			return true
+		}
+	}
+	return false
+}
+
+// acquireSubscription counts one more subscription of the connection and
+// of its caller, or says which bound it passes.
+func (s *sockets) acquireSubscription(ctx context.Context, c *connection) (release func(), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case c.subs >= s.cfg.PerConnection:
+		s.refused.Add(ctx, 1, refusedPerConnection)
+		return nil, fmt.Errorf("%w: this connection has its limit of %d subscriptions open (--max-subscriptions-per-connection); end one, or open another connection", errkind.Invalid, s.cfg.PerConnection)
+	case s.byCaller[c.caller] >= s.cfg.PerCaller:
+		s.refused.Add(ctx, 1, refusedPerCaller)
+		return nil, fmt.Errorf("%w: the caller has its limit of %d subscriptions open on this gateway (--max-subscriptions-per-caller); end one first", errkind.Invalid, s.cfg.PerCaller)
+	}
+	c.subs++
+	s.byCaller[c.caller]++
+	return func() {
+		c.mu.Lock()
+		c.subs--
+		c.mu.Unlock()
+		s.mu.Lock()
+		if s.byCaller[c.caller]--; s.byCaller[c.caller] == 0 {
+			delete(s.byCaller, c.caller)
+		}
+		s.mu.Unlock()
+	}, nil
+}
+
+// shutdown ends every subscription (each gets its complete message), then
+// closes the WebSockets, waiting for them until ctx ends.
+func (s *sockets) shutdown(ctx context.Context, endWatches func()) {
+	endWatches()
+	wait(ctx, &s.streams)
+	s.close()
+	wait(ctx, &s.conns)
+}
+
+// wait waits for wg until ctx ends.
+func wait(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// isWebSocket reports whether r asks to upgrade to a WebSocket.
+func isWebSocket(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// closeReason fits a close frame's reason in its 123 bytes.
+func closeReason(reason string) string {
+	if len(reason) > closeReasonMax {
+		reason = strings.ToValidUTF8(reason[:closeReasonMax-3], "") + "…"
+	}
+	return reason
+}
+
+// graphqlErrors is what an error message carries.
+func graphqlErrors(resp *graphql.Response) gqlerror.List {
+	if resp == nil {
+		return nil
+	}
+	return resp.Errors
+}
