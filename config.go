@@ -16,8 +16,8 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/listgate/listgate/auth"
-	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/endpoint"
+	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"

@@ -27,8 +27,8 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/listgate/listgate/auth"
-	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/endpoint"
+	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/playground"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
