@@ -568,3 +568,28 @@ func FuzzJWKSKeys(f *testing.F) {
 		}
 	})
 }
+
+// A caller is named by the kind of its credentials, so that an API key
+// and a JWT subject of one name are two callers, and JWTs of one subject
+// from two issuers too; a JWT without a subject names no caller and is
+// refused. What a caller is told of a key the JWKS lacks never names the
+// JWKS's URL: that is the network's, for the log.
+func TestCallersAreNamespaced(t *testing.T) {
+	p := newIdP(t)
+	s := newSigner(t, "k1", jwt.SigningMethodES256)
+	p.publish(t, s)
+	a := jwksAuthenticator(t, p, Config{APIKeys: []string{"recs-service " + hash("the-key") + " lists:read"}})
+	key, err := a.Authenticate("Bearer the-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := accept(t, a, s.token(t, tokenClaims(nil)))
+	if key.Caller != "key:recs-service" || token.Caller != "jwt:"+testIssuer+"/recs-service" || key.Name != token.Name {
+		t.Fatalf("callers %q and %q, names %q and %q", key.Caller, token.Caller, key.Name, token.Name)
+	}
+	refuse(t, a, s.token(t, tokenClaims(func(c jwt.MapClaims) { delete(c, "sub") })), "no sub claim")
+	err = refuse(t, a, newSigner(t, "unknown", jwt.SigningMethodES256).token(t, tokenClaims(nil)), `has no key "unknown"`)
+	if host := strings.TrimPrefix(p.jwksURL(), "http://"); strings.Contains(err.Error(), host[:strings.IndexByte(host, '/')]) {
+		t.Fatalf("a caller is told the JWKS's address: %v", err)
+	}
+}

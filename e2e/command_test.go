@@ -116,3 +116,30 @@ func TestDataFolderInUse(t *testing.T) {
 	}
 	first.alive()
 }
+
+// Starts that would open the gateway to more than they mean to exit 1
+// naming the flag that says so: --mode dev without credentials on an
+// address beyond loopback, and --mode prod with JWTs but no audience.
+// With the flag given, they serve.
+func TestUnsafeStartsAreRefused(t *testing.T) {
+	bin := builtBinary(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{"dev without credentials on 0.0.0.0", []string{"--listen", "0.0.0.0:0"}, "--dev-allow-remote"},
+		{"dev without credentials on a host name", []string{"--listen", "gateway.example:0"}, "--dev-allow-remote"},
+		{"prod with a JWKS and no audience", []string{"--mode", "prod", "--listen", "127.0.0.1:0", "--jwt-jwks-url", "https://idp.example.com/keys"}, "--jwt-audience"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := runCommand(t, bin, nil, append(tc.args, "--data-dir", dir)...)
+			if code != 1 || !strings.Contains(errOut, tc.flag) {
+				t.Fatalf("exited %d, wrote %q; want 1, naming %s", code, errOut, tc.flag)
+			}
+		})
+	}
+	g := startGateway(t, "LISTGATE_LISTEN=0.0.0.0:0", "LISTGATE_DEV_ALLOW_REMOTE=true")
+	g.mustOK(`{ listFeatures { key } }`, nil)
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -56,6 +57,14 @@ func TestReadinessFollowsTheStore(t *testing.T) {
 	node.Kill()
 	down := waitReady(t, base, http.StatusServiceUnavailable, 15*time.Second)
 	waitMetric(t, base, "listgate_ready", 0, 5*time.Second)
+	// Anyone may ask /readyz: it names no host, only the log does.
+	if resp, err := http.Get(base + "/readyz"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "127.0.0.2") || !strings.Contains(string(b), "log") {
+			t.Fatalf("/readyz with the node down: %s", b)
+		}
+	}
 	_, out := gatewaytest.Post(t, base, "", `{ listItems(entityType: "user", entityId: "u1", feature: "f") { hasMore } }`)
 	if errs, _ := out["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["extensions"].(map[string]any)["code"] != "UNAVAILABLE" {
 		t.Fatalf("a read with the node down: %v", out)

@@ -114,7 +114,7 @@ func startJSClient(t *testing.T) *jsClient {
 	go func() {
 		defer close(c.events)
 		sc := bufio.NewScanner(stdout)
-		sc.Buffer(nil, 1<<20)
+		sc.Buffer(nil, 64<<20) // a heavy query's result is one line
 		for sc.Scan() {
 			var e jsEvent
 			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
@@ -307,9 +307,10 @@ func (e jsEvent) item(t *testing.T) jsItem {
 		at: time.UnixMilli(int64(ms)).Add(time.Duration((e.At - ms) * 1e6))}
 }
 
-// metric sums the series of a metric on a gateway's /metrics; a metric not
-// yet recorded is 0.
-func metric(t *testing.T, base, name string) float64 {
+// metric sums the series of a metric on a gateway's /metrics whose
+// labels include every one of labels (`name="value"`); a metric not yet
+// recorded is 0.
+func metric(t *testing.T, base, name string, labels ...string) float64 {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
@@ -321,12 +322,19 @@ func metric(t *testing.T, base, name string) float64 {
 		t.Fatal(err)
 	}
 	sum := 0.0
+lines:
 	for line := range strings.SplitSeq(string(b), "\n") {
 		rest, ok := strings.CutPrefix(line, name)
 		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
 			continue
 		}
-		v, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+		series, value := rest[:strings.LastIndexByte(rest, ' ')], rest[strings.LastIndexByte(rest, ' ')+1:]
+		for _, l := range labels {
+			if !strings.Contains(series, l) {
+				continue lines
+			}
+		}
+		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
 			t.Fatalf("/metrics: %q: %v", line, err)
 		}

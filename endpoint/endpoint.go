@@ -129,8 +129,8 @@ func New(cfg Config) (*Handler, error) {
 			return nil, err
 		}
 	}
-	tracer := cfg.TracerProvider.Tracer("github.com/listgate/listgate/graph")
-	meter := cfg.MeterProvider.Meter("github.com/listgate/listgate/graph")
+	tracer := cfg.TracerProvider.Tracer("github.com/listgate/listgate/endpoint")
+	meter := cfg.MeterProvider.Meter("github.com/listgate/listgate/endpoint")
 	obs, err := newObserver(meter, cfg.Log)
 	if err != nil {
 		return nil, err

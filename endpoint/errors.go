@@ -59,6 +59,9 @@ func errorPresenter(log *slog.Logger, onRefused func(context.Context, error)) gr
 			}
 		case CodeUnavailable:
 			switch {
+			case errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, errkind.Refused):
+				// The store gave up because the operation's deadline passed.
+				code, message = CodeTimeout, errkind.DeadlinePassed.Error()
 			case errors.Is(err, errkind.Refused):
 				message = err.Error()
 				onRefused(ctx, err)
@@ -66,6 +69,10 @@ func errorPresenter(log *slog.Logger, onRefused func(context.Context, error)) gr
 				message = "the request was cancelled"
 			default:
 				message = "the list store did not answer in time; retry later"
+			}
+		case CodeTimeout:
+			if !errors.Is(err, errkind.Timeout) {
+				message = errkind.DeadlinePassed.Error() // not the driver's "context deadline exceeded"
 			}
 		case CodeInternal:
 			log.ErrorContext(ctx, "internal error", "path", gqlErr.Path.String(), "err", err)
@@ -96,13 +103,13 @@ func classify(err error) string {
 		return CodeBadUserInput // an Int argument out of range, or not a number
 	case errors.Is(err, errkind.NotFound):
 		return CodeNotFound
-	case errors.Is(err, errkind.Timeout):
+	case errors.Is(err, errkind.Timeout), errors.Is(err, context.DeadlineExceeded):
 		return CodeTimeout
 	case errors.Is(err, errkind.Forbidden):
 		return CodeForbidden
 	case errors.Is(err, errkind.Unauthenticated):
 		return CodeUnauthenticated
-	case errors.Is(err, errkind.Unavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+	case errors.Is(err, errkind.Unavailable), errors.Is(err, context.Canceled):
 		return CodeUnavailable
 	}
 	var gqlErr *gqlerror.Error

@@ -3,7 +3,7 @@
 // WebSocket). The Go test drives it with one JSON command per line on
 // standard input and reads one JSON event per line on standard output:
 //
-//   {"op": "connect", "conn": "c1", "url": "ws://…/graphql", "token": "…", "origin": "https://…"}
+//   {"op": "connect", "conn": "c1", "url": "ws://…/graphql", "token": "…", "origin": "https://…", "localAddress": "127.0.0.2", "eager": true}
 //   {"op": "subscribe", "conn": "c1", "id": "s1", "query": "subscription …", "variables": {…}}
 //   {"op": "dispose", "conn": "c1"}
 //
@@ -19,18 +19,25 @@ const emit = (event) => process.stdout.write(JSON.stringify(event) + "\n");
 const now = () => performance.timeOrigin + performance.now();
 const clients = new Map();
 
-function connect({ conn, url, token, origin }) {
-  // A browser sends its page's Origin; ws sends one only when told.
-  class OriginWebSocket extends WebSocket {
+function connect({ conn, url, token, origin, localAddress, eager }) {
+  // A browser sends its page's Origin; ws sends one only when told. A
+  // local address stands for another client machine.
+  const options = {};
+  if (origin) options.origin = origin;
+  if (localAddress) options.localAddress = localAddress;
+  class ClientWebSocket extends WebSocket {
     constructor(address, protocols) {
-      super(address, protocols, origin ? { origin } : {});
+      super(address, protocols, options);
     }
   }
   const client = createClient({
     url,
-    webSocketImpl: origin ? OriginWebSocket : WebSocket,
+    webSocketImpl: ClientWebSocket,
     connectionParams: token ? { Authorization: `Bearer ${token}` } : {},
     retryAttempts: 0, // the test reconnects when it means to
+    // Eager: the socket opens at once and stays open between operations,
+    // as Apollo Client's and urql's do when it is their only link.
+    lazy: !eager,
     on: {
       connected: () => emit({ ev: "connected", conn }),
       closed: (e) => emit({ ev: "closed", conn, code: e?.code, reason: e?.reason }),
