@@ -256,8 +256,8 @@ func (c *connection) run(ctx context.Context, cancel context.CancelFunc, m messa
 	fail := func(ctx context.Context, err error) {
 		c.error(ctx, m.ID, h.exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)}).Errors)
 	}
-	params, err := decodeParams("subscribe payload", m.Payload)
-	if err != nil {
+	params := new(graphql.RawParams)
+	if err := decodeParams("subscribe payload", m.Payload, params); err != nil {
 		fail(timed, err)
 		return
 	}

@@ -189,37 +189,43 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := operation.With(graphql.StartOperationTrace(r.Context()), op)
 	ctx, cancel := context.WithDeadline(ctx, op.Start.Add(h.limits.RequestTimeout))
 	defer cancel()
-	defer func() {
-		if p := recover(); p != nil {
-			w.WriteHeader(http.StatusInternalServerError)
-			writeResponse(w, &graphql.Response{Errors: gqlerror.List{h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)}})
-		}
-		if errors.Is(r.Context().Err(), context.Canceled) {
-			op.Canceled()
-		}
-		op.End()
-		h.observer.done(ctx, op)
-	}()
+	defer h.end(ctx, w, r, op)
 	contentType := responseContentType(r)
 	w.Header()["Content-Type"] = contentTypes[contentType]
-	refuse := func(status int, err error) {
+	if status, err := h.serveHTTP(ctx, w, r, op, contentType); err != nil {
 		w.WriteHeader(status)
 		writeResponse(w, h.exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)}))
 	}
+}
+
+// end ends an operation over HTTP: a panic that reached it is answered
+// INTERNAL, what it holds is given back, and it is logged and counted.
+func (h *Handler) end(ctx context.Context, w http.ResponseWriter, r *http.Request, op *operation.Operation) {
+	if p := recover(); p != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		writeResponse(w, &graphql.Response{Errors: gqlerror.List{h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)}})
+	}
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		op.Canceled()
+	}
+	op.End()
+	h.observer.done(ctx, op)
+}
+
+// serveHTTP serves one operation over HTTP, or returns the status and the
+// error to refuse it with.
+func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.Request, op *operation.Operation, contentType string) (int, error) {
 	if err := h.hosts.check(r.Host); err != nil {
-		refuse(http.StatusForbidden, err)
-		return
+		return http.StatusForbidden, err
 	}
 	if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" {
 		// A CORS preflight that --cors-origins did not answer.
-		refuse(http.StatusForbidden, fmt.Errorf("%w: a browser page of origin %q may not call this gateway: add the origin to --cors-origins", errkind.Forbidden, r.Header.Get("Origin")))
-		return
+		return http.StatusForbidden, fmt.Errorf("%w: a browser page of origin %q may not call this gateway: add the origin to --cors-origins", errkind.Forbidden, r.Header.Get("Origin"))
 	}
 	p, err := h.auth.Authenticate(r.Header.Get("Authorization"))
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="listgate"`)
-		refuse(http.StatusUnauthorized, err)
-		return
+		return http.StatusUnauthorized, err
 	}
 	op.Principal, op.Caller = p, callerOf(p, r)
 	var params *graphql.RawParams
@@ -227,27 +233,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case operation.POST:
 		body, status, err := readBody(w, r, h.limits.MaxBodyBytes, op.Start.Add(h.limits.RequestTimeout))
 		if err != nil {
-			refuse(status, err)
-			return
+			return status, err
 		}
-		if params, err = decodeParams("request body", body); err != nil {
-			refuse(http.StatusBadRequest, err)
-			return
+		params = rawParams.Get().(*graphql.RawParams)
+		defer func() {
+			*params = graphql.RawParams{}
+			rawParams.Put(params)
+		}()
+		if err := decodeParams("request body", body, params); err != nil {
+			return http.StatusBadRequest, err
 		}
 	case operation.GET:
 		if params, err = getParams(r); err != nil {
-			refuse(http.StatusBadRequest, err)
-			return
+			return http.StatusBadRequest, err
 		}
 	default:
-		refuse(unsupported(w, r))
-		return
+		return unsupported(w, r)
 	}
 	release, err := h.admit(ctx)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
-		refuse(http.StatusServiceUnavailable, err)
-		return
+		return http.StatusServiceUnavailable, err
 	}
 	defer release()
 	params.Headers = r.Header
@@ -256,18 +262,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if errs != nil {
 		w.WriteHeader(operationErrorStatus(errs, contentType))
 		writeResponse(w, h.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs))
-		return
+		return 0, nil
 	}
 	switch {
 	case op.Transport == operation.GET && rc.Operation.Operation != ast.Query:
-		refuse(http.StatusNotAcceptable, fmt.Errorf("%w: a GET runs queries only; send a %s with POST, Content-Type: application/json", errkind.Malformed, rc.Operation.Operation))
-		return
+		return http.StatusNotAcceptable, fmt.Errorf("%w: a GET runs queries only; send a %s with POST, Content-Type: application/json", errkind.Malformed, rc.Operation.Operation)
 	case rc.Operation.Operation == ast.Subscription:
-		refuse(http.StatusBadRequest, fmt.Errorf("%w: subscriptions are served over WebSockets (graphql-transport-ws) on this endpoint, not over HTTP", errkind.Malformed))
-		return
+		return http.StatusBadRequest, fmt.Errorf("%w: subscriptions are served over WebSockets (graphql-transport-ws) on this endpoint, not over HTTP", errkind.Malformed)
 	}
 	responses, ctx := h.exec.DispatchOperation(ctx, rc)
 	writeResult(w, ctx, responses(ctx), h.exec)
+	return 0, nil
 }
 
 // admit takes a slot of --max-in-flight for a query or mutation, or

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -85,20 +86,23 @@ func bodyTooLarge(limit int64) string {
 	return fmt.Sprintf("request body larger than %d bytes (--max-body-bytes)", limit)
 }
 
+// rawParams keep the parameters of POSTs, whose operations give them back
+// when they end.
+var rawParams = sync.Pool{New: func() any { return new(graphql.RawParams) }}
+
 // decodeParams decodes a POST's body, or a subscribe message's payload
-// (what says which).
-func decodeParams(what string, body []byte) (*graphql.RawParams, error) {
-	params := new(graphql.RawParams)
+// (what says which), into params.
+func decodeParams(what string, body []byte, params *graphql.RawParams) error {
 	if err := decodeJSON(body, params); err != nil {
 		if json.Valid(body) && !jsontext.Value(body).IsValid() {
 			// Syntax encoding/json would take, but invalid UTF-8, a lone
 			// surrogate ("\ud800") or a name twice: decoded leniently,
 			// distinct values would become one; refuse them.
-			return nil, fmt.Errorf("%w %s", errkind.Invalid, strictJSONError(what, body))
+			return fmt.Errorf("%w %s", errkind.Invalid, strictJSONError(what, body))
 		}
-		return nil, fmt.Errorf(`%w: the %s is not a JSON object such as {"query": "{ listFeatures { key } }", "variables": {}}: %s`, errkind.Malformed, what, jsonError(err))
+		return fmt.Errorf(`%w: the %s is not a JSON object such as {"query": "{ listFeatures { key } }", "variables": {}}: %s`, errkind.Malformed, what, jsonError(err))
 	}
-	return params, nil
+	return nil
 }
 
 // getParams decodes a GET's query string.
