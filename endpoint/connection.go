@@ -33,9 +33,9 @@ type connection struct {
 	addr      string
 
 	mu      sync.Mutex
-	active  map[string]context.CancelFunc // operations running, by id
-	running int                           // of them, queries and mutations (and operations not yet parsed)
-	subs    int                           // of them, subscriptions
+	active  map[string]context.CancelFunc // operations started, by id
+	running int                           // of them, queries and mutations past their parsing
+	subs    int                           // of them, subscriptions past their parsing
 	ops     sync.WaitGroup
 }
 
@@ -185,7 +185,10 @@ func (c *connection) authenticate(payload jsontext.Value) error {
 
 // subscribe starts the operation of a subscribe message, unless its id is
 // running (then the connection closes with 4409, and subscribe reports
-// false) or the connection runs its limit of operations.
+// false) or the connection holds as many operations as its queries,
+// mutations and subscriptions may be together; which of these it is, and
+// its own bound, are known once it is parsed, on its own goroutine: the
+// read loop never waits.
 func (c *connection) subscribe(ctx context.Context, m message) bool {
 	received := time.Now()
 	if m.ID == "" {
@@ -198,14 +201,13 @@ func (c *connection) subscribe(ctx context.Context, m message) bool {
 		c.close(closeDuplicateID, closeReason("Subscriber for "+m.ID+" already exists"))
 		return false
 	}
-	if c.running >= c.s.cfg.MaxOperations {
+	if len(c.active) >= c.s.cfg.MaxOperations+c.s.cfg.PerConnection {
 		c.mu.Unlock()
-		c.refuse(ctx, m.ID, received, fmt.Errorf("%w: this connection runs its limit of %d queries and mutations at once (--max-websocket-operations); wait for an answer", errkind.Refused, c.s.cfg.MaxOperations))
+		c.refuse(ctx, m.ID, received, fmt.Errorf("%w: this connection holds %d operations, its limit of queries and mutations (--max-websocket-operations) and subscriptions (--max-subscriptions-per-connection) together; wait for an answer, or end a subscription", errkind.Refused, c.s.cfg.MaxOperations+c.s.cfg.PerConnection))
 		return true
 	}
 	opCtx, cancel := context.WithCancel(ctx)
 	c.active[m.ID] = cancel
-	c.running++
 	c.mu.Unlock()
 	c.ops.Add(1)
 	go c.run(opCtx, cancel, m, received)
@@ -235,10 +237,18 @@ func (c *connection) run(ctx context.Context, cancel context.CancelFunc, m messa
 	h := c.s.h
 	op := c.operation(received)
 	ctx = operation.With(graphql.StartOperationTrace(ctx), op)
-	running := true
-	defer func() {
-		if p := recover(); p != nil {
-			c.error(ctx, m.ID, gqlerror.List{h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)})
+	running, freed := false, false
+	var unsubscribe func()
+	// free gives the operation's id and its place among the connection's
+	// operations back, before its last message: once the client reads
+	// that, it may use them again.
+	free := func() {
+		if freed {
+			return
+		}
+		freed = true
+		if unsubscribe != nil {
+			unsubscribe()
 		}
 		c.mu.Lock()
 		delete(c.active, m.ID)
@@ -246,6 +256,14 @@ func (c *connection) run(ctx context.Context, cancel context.CancelFunc, m messa
 			c.running--
 		}
 		c.mu.Unlock()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err := h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)
+			free()
+			c.error(ctx, m.ID, gqlerror.List{err})
+		}
+		free()
 		cancel()
 		op.End()
 		h.observer.done(ctx, op)
@@ -253,27 +271,39 @@ func (c *connection) run(ctx context.Context, cancel context.CancelFunc, m messa
 	}()
 	timed, cancelTimed := context.WithDeadline(ctx, received.Add(h.limits.RequestTimeout))
 	defer cancelTimed()
-	fail := func(ctx context.Context, err error) {
-		c.error(ctx, m.ID, h.exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)}).Errors)
+	fail := func(ctx context.Context, errs gqlerror.List) {
+		errs = h.exec.DispatchError(ctx, errs).Errors
+		free()
+		c.error(ctx, m.ID, errs)
 	}
 	params := new(graphql.RawParams)
 	if err := decodeParams("subscribe payload", m.Payload, params); err != nil {
-		fail(timed, err)
+		fail(timed, gqlerror.List{gqlerror.WrapPath(nil, err)})
 		return
 	}
 	release, err := h.admit(timed)
 	if err != nil {
-		fail(timed, err)
+		fail(timed, gqlerror.List{gqlerror.WrapPath(nil, err)})
 		return
 	}
 	defer func() { release() }()
 	params.ReadTime = graphql.TraceTiming{Start: received, End: graphql.Now()}
 	rc, errs := h.exec.CreateOperationContext(timed, params)
 	if errs != nil {
-		c.error(timed, m.ID, graphqlErrors(h.exec.DispatchError(graphql.WithOperationContext(timed, rc), errs)))
+		fail(graphql.WithOperationContext(timed, rc), errs)
 		return
 	}
 	if rc.Operation.Operation != ast.Subscription {
+		c.mu.Lock()
+		running = c.running < c.s.cfg.MaxOperations
+		if running {
+			c.running++
+		}
+		c.mu.Unlock()
+		if !running {
+			fail(timed, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w: this connection runs its limit of %d queries and mutations at once (--max-websocket-operations); wait for an answer", errkind.Refused, c.s.cfg.MaxOperations))})
+			return
+		}
 		responses, timed := h.exec.DispatchOperation(timed, rc)
 		resp := responses(timed)
 		switch {
@@ -287,6 +317,7 @@ func (c *connection) run(ctx context.Context, cancel context.CancelFunc, m messa
 			return
 		}
 		if c.next(timed, m.ID, resp) {
+			free()
 			c.write(timed, message{Type: "complete", ID: m.ID})
 		}
 		return
@@ -294,16 +325,10 @@ func (c *connection) run(ctx context.Context, cancel context.CancelFunc, m messa
 	// A subscription: it gives back its slot, and counts as one.
 	release()
 	release = func() {}
-	c.mu.Lock()
-	c.running--
-	running = false
-	c.mu.Unlock()
-	unsubscribe, err := c.s.acquireSubscription(ctx, c)
-	if err != nil {
-		fail(ctx, err)
+	if unsubscribe, err = c.s.acquireSubscription(ctx, c); err != nil {
+		fail(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)})
 		return
 	}
-	defer unsubscribe()
 	c.s.streams.Add(1)
 	defer c.s.streams.Done()
 	responses, sctx := h.exec.DispatchOperation(ctx, rc)
@@ -320,8 +345,9 @@ func (c *connection) run(ctx context.Context, cancel context.CancelFunc, m messa
 	case ctx.Err() != nil && c.s.closing.Err() == nil:
 		op.Canceled() // completed by the client, or the connection closed
 	case err != nil:
-		fail(ctx, err)
+		fail(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)})
 	default:
+		free()
 		c.write(ctx, message{Type: "complete", ID: m.ID})
 	}
 }

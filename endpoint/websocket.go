@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql"
 	"github.com/coder/websocket"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/attribute"
@@ -329,12 +328,4 @@ func closeReason(reason string) string {
 		reason = strings.ToValidUTF8(reason[:closeReasonMax-3], "") + "…"
 	}
 	return reason
-}
-
-// graphqlErrors is what an error message carries.
-func graphqlErrors(resp *graphql.Response) gqlerror.List {
-	if resp == nil {
-		return nil
-	}
-	return resp.Errors
 }
