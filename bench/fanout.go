@@ -150,7 +150,7 @@ func removes(ctx context.Context, c config, s store.Store) ([]removeResult, erro
 				return nil, err
 			}
 			t := time.Now()
-			n, err := s.RemoveValues(ctx, l, [][]byte{[]byte("target")})
+			n, err := s.RemoveValues(ctx, l, [][]byte{[]byte("target")}, store.Window{}, 100_000)
 			if err != nil || n != 3 {
 				return nil, fmt.Errorf("remove from %d items: %d removed, %v", size, n, err)
 			}

@@ -95,8 +95,8 @@ func (r *mutationResolver) AddListItemsBatch(ctx context.Context, adds []model.L
 }
 
 // RemoveListItemsWithValue is the resolver for the removeListItemsWithValue field.
-func (r *mutationResolver) RemoveListItemsWithValue(ctx context.Context, list model.ListRefInput, value values.Value) (*model.RemoveListItemsPayload, error) {
-	n, err := r.lists.RemoveValues(ctx, list.Ref(), []values.Value{value})
+func (r *mutationResolver) RemoveListItemsWithValue(ctx context.Context, list model.ListRefInput, value values.Value, minTimestamp *model.Time, maxTimestamp *model.Time) (*model.RemoveListItemsPayload, error) {
+	n, err := r.lists.RemoveValues(ctx, list.Ref(), []values.Value{value}, model.Window(minTimestamp, maxTimestamp))
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +104,8 @@ func (r *mutationResolver) RemoveListItemsWithValue(ctx context.Context, list mo
 }
 
 // RemoveListItemsWithValues is the resolver for the removeListItemsWithValues field.
-func (r *mutationResolver) RemoveListItemsWithValues(ctx context.Context, list model.ListRefInput, values []values.Value) (*model.RemoveListItemsPayload, error) {
-	n, err := r.lists.RemoveValues(ctx, list.Ref(), values)
+func (r *mutationResolver) RemoveListItemsWithValues(ctx context.Context, list model.ListRefInput, values []values.Value, minTimestamp *model.Time, maxTimestamp *model.Time) (*model.RemoveListItemsPayload, error) {
+	n, err := r.lists.RemoveValues(ctx, list.Ref(), values, model.Window(minTimestamp, maxTimestamp))
 	if err != nil {
 		return nil, err
 	}

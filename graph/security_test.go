@@ -59,8 +59,8 @@ func (w *writes) CreateFeature(ctx context.Context, f store.Feature) (store.Feat
 	return r, err
 }
 
-func (w *writes) RemoveValues(ctx context.Context, l store.List, vs [][]byte) (int, error) {
-	n, err := w.Store.RemoveValues(ctx, l, vs)
+func (w *writes) RemoveValues(ctx context.Context, l store.List, vs [][]byte, win store.Window, maxRows int) (int, error) {
+	n, err := w.Store.RemoveValues(ctx, l, vs, win, maxRows)
 	if err == nil {
 		w.n++
 	}

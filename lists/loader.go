@@ -2,6 +2,7 @@ package lists
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
-	"github.com/listgate/listgate/store/keys"
 )
 
 // LoaderConfig tunes the per-operation page loader.
@@ -57,13 +57,13 @@ type readKey struct {
 	feature  *store.Feature
 	entityID string
 	r        store.Range // a page's range; a count's window; a search's MinTimestamp
-	hashes   string      // a search's value hashes, each keys.HashLen long
+	values   string      // a search's encoded values (joinValues)
 }
 
 // String names the key in the batch span's keys.
 func (k readKey) String() string {
 	return fmt.Sprintf("%s %s/%s min=%d max=%d limit=%d after=%q distinct=%v values=%d", [...]string{"page", "count", "find"}[k.op],
-		k.feature.Key(), k.entityID, k.r.MinTimestamp, k.r.MaxTimestamp, k.r.Limit, k.r.After, k.r.Distinct, len(k.hashes)/keys.HashLen)
+		k.feature.Key(), k.entityID, k.r.MinTimestamp, k.r.MaxTimestamp, k.r.Limit, k.r.After, k.r.Distinct, len(splitValues(k.values)))
 }
 
 // readResult is what a read gives, by its op.
@@ -190,11 +190,7 @@ func (s *Service) read(ctx context.Context, req *Reads, k readKey) (res readResu
 	case readCount:
 		res.count, err = s.store.Count(ctx, l, store.Window{MinTimestamp: k.r.MinTimestamp, MaxTimestamp: k.r.MaxTimestamp}, s.limits.MaxCount)
 	case readFind:
-		hashes := make([]string, len(k.hashes)/keys.HashLen)
-		for i := range hashes {
-			hashes[i] = k.hashes[i*keys.HashLen : (i+1)*keys.HashLen]
-		}
-		res.found, err = s.store.Find(ctx, l, hashes, k.r.MinTimestamp, s.limits.MaxCount)
+		res.found, err = s.store.Find(ctx, l, splitValues(k.values), k.r.MinTimestamp, s.limits.MaxCount)
 	default:
 		res.page, err = s.store.Items(ctx, l, k.r)
 	}
@@ -229,4 +225,30 @@ const itemBytes = 96
 
 func (s *Service) tooLarge(f *store.Feature) error {
 	return fmt.Errorf("%w list of %s: the response would carry more than %d bytes of list items (--max-response-bytes); ask for fewer items or lists", errkind.Invalid, f.Key(), s.limits.MaxResponseBytes)
+}
+
+// joinValues writes encoded values as one string, each after its length,
+// so that a search's values can be part of a comparable read key.
+func joinValues(vs [][]byte) string {
+	n := 0
+	for _, v := range vs {
+		n += binary.MaxVarintLen64 + len(v)
+	}
+	b := make([]byte, 0, n)
+	for _, v := range vs {
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	return string(b)
+}
+
+// splitValues reads what joinValues wrote.
+func splitValues(s string) [][]byte {
+	var out [][]byte
+	for b := []byte(s); len(b) > 0; {
+		n, w := binary.Uvarint(b)
+		out = append(out, b[w:w+int(n)])
+		b = b[w+int(n):]
+	}
+	return out
 }

@@ -81,9 +81,9 @@ func (s *instrumented) Count(ctx context.Context, l List, w Window, maxRows int)
 	return n, err
 }
 
-func (s *instrumented) Find(ctx context.Context, l List, hashes []string, minTimestamp int64, maxRows int) ([]string, error) {
+func (s *instrumented) Find(ctx context.Context, l List, values [][]byte, minTimestamp int64, maxRows int) ([]string, error) {
 	start := time.Now()
-	found, err := s.Store.Find(ctx, l, hashes, minTimestamp, maxRows)
+	found, err := s.Store.Find(ctx, l, values, minTimestamp, maxRows)
 	s.done(ctx, "find", start, err)
 	return found, err
 }
@@ -96,9 +96,9 @@ func (s *instrumented) Since(ctx context.Context, l List, from string, limit int
 	return items, err
 }
 
-func (s *instrumented) RemoveValues(ctx context.Context, l List, values [][]byte) (int, error) {
+func (s *instrumented) RemoveValues(ctx context.Context, l List, values [][]byte, w Window, maxRows int) (int, error) {
 	start := time.Now()
-	n, err := s.Store.RemoveValues(ctx, l, values)
+	n, err := s.Store.RemoveValues(ctx, l, values, w, maxRows)
 	s.done(ctx, "remove_values", start, err)
 	s.removed.Add(ctx, int64(n))
 	return n, err

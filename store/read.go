@@ -1,19 +1,25 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store/keys"
 )
 
 // What every read means is written once, here: a backend only reads rows
-// (a Scanner), and ReadPage, CountItems, FindItems and MatchingKeys decide
-// which of them a caller sees. A row is visible when it was written under
-// the feature as it is now (not before ItemsSince) and is among the newest
-// MaxItems visible rows of its list.
+// (a Source), and ReadPage, CountItems, FindItems and RemoveMatching
+// decide which of them a caller sees. A row is visible when it was written
+// under the feature as it is now (not before ItemsSince) and is among the
+// newest MaxItems visible rows of its list. Values are read only for the
+// rows a caller gets: a read that looks at more rows than it returns (a
+// capped page below the newest item, a distinct page, a search, a removal)
+// looks at keys first, then fetches the values of the rows it keeps.
 
 // Row is a row of a list as a backend reads it.
 type Row struct {
@@ -37,6 +43,37 @@ type Scan struct {
 // single-partition query, in the Scan's order, and calls fn with each until
 // fn returns false. Expired rows are never read.
 type Scanner func(ctx context.Context, s Scan, fn func(Row) bool) error
+
+// Fetcher reads the live rows of one list whose keys are among keys
+// (at most FetchBatch), with their values, in single-partition queries, and
+// calls fn with each until fn returns false; keys no live row has are left
+// out.
+type Fetcher func(ctx context.Context, keys []string, fn func(Row) bool) error
+
+// FetchBatch bounds the keys of one fetch.
+const FetchBatch = 100
+
+// Source is how the reads of one list reach a backend's rows.
+type Source struct {
+	Scan  Scanner
+	Fetch Fetcher
+}
+
+// fetchValues reads the values of keys, FetchBatch at a time: by key, for
+// the rows still there.
+func (src Source) fetchValues(ctx context.Context, keys []string) (map[string][]byte, error) {
+	values := make(map[string][]byte, len(keys))
+	for start := 0; start < len(keys); start += FetchBatch {
+		err := src.Fetch(ctx, keys[start:min(start+FetchBatch, len(keys))], func(row Row) bool {
+			values[row.Key] = row.Value
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return values, nil
+}
 
 // ErrTooManyRows is the error of a count or a search that would look at
 // more rows than it may.
@@ -104,14 +141,17 @@ func (v *view) rankLimit(s *Scan) {
 	}
 }
 
-// ReadPage reads one page of a list with scan: the visible items of r's
+// ReadPage reads one page of a list from src: the visible items of r's
 // region, newest first, at most r.Limit of them, with Distinct only the
 // newest item of each value. It looks at r.Limit+1 rows of the region, or
 // up to r.MaxScan when rows may be left out; a page that stops there ends
 // early, with HasMore, and End at the last row it looked at. On a capped
 // list a page that does not start at the newest row reads from the newest
-// row, to know each row's rank: at most MaxItems rows more.
-func ReadPage(ctx context.Context, l List, r Range, scan Scanner) (Page, error) {
+// row, to know each row's rank: at most MaxItems rows more. A page that
+// may look at more rows than it shows (ranked, distinct, or of a feature
+// created again) reads keys first and fetches the values of its items
+// alone.
+func ReadPage(ctx context.Context, l List, r Range, src Source) (Page, error) {
 	if err := l.Validate(); err != nil {
 		return Page{}, err
 	}
@@ -121,17 +161,16 @@ func ReadPage(ctx context.Context, l List, r Range, scan Scanner) (Page, error) 
 	p := &pageReader{view: view{f: l.Feature}, r: r, region: regionOf(Window{r.MinTimestamp, r.MaxTimestamp}, r.After)}
 	s, ranked := p.scanFor(p.region)
 	p.ranked = ranked
-	s.Values = true
+	keysFirst := ranked || r.Distinct || p.f.ItemsSince != 0
+	s.Values = !keysFirst
 	// A page looks at Limit+1 rows of its region: the last tells whether
 	// more follow. One that may leave rows out looks at up to MaxScan,
-	// and one row more tells whether more follow those; it fetches a
-	// page's worth first, and more only when rows were left out.
+	// and one row more tells whether more follow those.
 	p.budget = r.Limit + 1
 	s.Limit = p.budget
 	if r.Distinct || p.f.ItemsSince != 0 {
 		p.budget = max(r.MaxScan, p.budget)
 		s.Limit = p.budget + 1
-		s.Fetch = r.Limit + 2
 	}
 	if ranked {
 		// The rows above the page: at most MaxItems shown ones, and as
@@ -142,7 +181,7 @@ func ReadPage(ctx context.Context, l List, r Range, scan Scanner) (Page, error) 
 	if r.Distinct {
 		p.seen = make(map[string]bool, min(r.Limit, 128))
 	}
-	if err := scan(ctx, s, p.row); err != nil {
+	if err := src.Scan(ctx, s, p.row); err != nil {
 		return Page{}, err
 	}
 	page := p.page
@@ -161,7 +200,34 @@ func ReadPage(ctx context.Context, l List, r Range, scan Scanner) (Page, error) 
 	case len(page.Items) > 0:
 		page.End = page.Items[len(page.Items)-1].Key
 	}
+	if keysFirst && len(page.Items) > 0 {
+		if err := p.fillValues(ctx, src, &page); err != nil {
+			return Page{}, err
+		}
+	}
 	return page, nil
+}
+
+// fillValues fetches the values of a page whose rows were looked at by
+// key, leaving out any row removed since.
+func (p *pageReader) fillValues(ctx context.Context, src Source, page *Page) error {
+	ks := make([]string, len(page.Items))
+	for i, it := range page.Items {
+		ks[i] = it.Key
+	}
+	values, err := src.fetchValues(ctx, ks)
+	if err != nil {
+		return err
+	}
+	items := page.Items[:0]
+	for _, it := range page.Items {
+		if v, ok := values[it.Key]; ok {
+			it.Value = v
+			items = append(items, it)
+		}
+	}
+	page.Items = items
+	return nil
 }
 
 // pageReader builds a page from the rows of a scan.
@@ -264,63 +330,198 @@ func (v *view) scanKeys(ctx context.Context, rg region, maxRows int, scan Scanne
 	return err
 }
 
-// FindItems finds, with scan, the newest visible item at or after
-// minTimestamp holding each of the value hashes, reading keys only (the
-// key carries the hash): the key for each hash, or "". It stops as soon as
-// every hash is found. ErrTooManyRows when that means looking at more than
-// maxRows rows.
-func FindItems(ctx context.Context, l List, hashes []string, minTimestamp int64, maxRows int, scan Scanner) ([]string, error) {
+// FindItems finds, from src, the newest visible item at or after
+// minTimestamp holding each of values: its key, or "". It looks at keys
+// (the key carries the value's hash), and compares the values of the rows
+// whose hash matches, so that two values with one MD5 are never taken for
+// each other. It stops as soon as every value is found. ErrTooManyRows
+// when that means looking at more than maxRows rows.
+func FindItems(ctx context.Context, l List, values [][]byte, minTimestamp int64, maxRows int, src Source) ([]string, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
 	if err := (Window{MinTimestamp: minTimestamp}).Validate(); err != nil {
 		return nil, err
 	}
-	want := make(map[string][]int, len(hashes))
-	for i, h := range hashes {
+	found := make([]string, len(values))
+	want := make(map[string][]int, len(values)) // by hash, the values not yet found
+	for i, v := range values {
+		h := keys.ValueHash(v)
 		want[h] = append(want[h], i)
 	}
-	found := make([]string, len(hashes))
-	v := &view{f: l.Feature}
-	err := v.scanKeys(ctx, regionOf(Window{MinTimestamp: minTimestamp}, ""), maxRows, scan, func(row Row, _ bool) bool {
-		h := keys.HashOf(row.Key)
-		for _, i := range want[h] {
-			found[i] = row.Key
+	rg := regionOf(Window{MinTimestamp: minTimestamp}, "")
+	// The newest row of each hash, then, for a value whose newest row holds
+	// another value of its hash, every row of that hash.
+	for pass := 0; len(want) > 0 && pass < 2; pass++ {
+		candidates := map[string][]string{}
+		var order []string
+		v := &view{f: l.Feature}
+		err := v.scanKeys(ctx, rg, maxRows, src.Scan, func(row Row, _ bool) bool {
+			h := keys.HashOf(row.Key)
+			if _, ok := want[h]; !ok || (pass == 0 && len(candidates[h]) > 0) {
+				return true
+			}
+			candidates[h] = append(candidates[h], row.Key)
+			order = append(order, row.Key)
+			return pass == 1 || len(candidates) < len(want)
+		})
+		if err != nil {
+			return nil, err
 		}
-		delete(want, h)
-		return len(want) > 0
-	})
-	if err != nil {
-		return nil, err
+		stored, err := src.fetchValues(ctx, order)
+		if err != nil {
+			return nil, err
+		}
+		for h, idx := range want {
+			left := idx[:0]
+			for _, i := range idx {
+				for _, k := range candidates[h] {
+					if b, ok := stored[k]; ok && bytes.Equal(b, values[i]) {
+						found[i] = k
+						break
+					}
+				}
+				if found[i] == "" && pass == 0 && len(candidates[h]) > 0 {
+					left = append(left, i) // its hash's newest row holds another value
+				}
+			}
+			if len(left) == 0 {
+				delete(want, h)
+			} else {
+				want[h] = left
+			}
+		}
 	}
 	return found, nil
 }
 
-// MatchingKeys reads, with scan, the keys of every row of a list holding
-// one of the value hashes, visible or not (all of them are to be deleted),
-// and counts the visible ones.
-func MatchingKeys(ctx context.Context, l List, hashes []string, scan Scanner) (matched []string, visible int, err error) {
+// Removal is what RemoveMatching did when it stopped before the end: it
+// removed Removed of the Matched shown items whose hash matches the
+// values', then Err.
+type Removal struct {
+	Removed, Matched int
+	Err              error
+}
+
+func (r *Removal) Error() string {
+	return fmt.Sprintf("removed %d of at most %d items holding the values, then: %v", r.Removed, r.Matched, r.Err)
+}
+
+func (r *Removal) Unwrap() error { return r.Err }
+
+// RemoveMatching removes every row of w holding one of values, visible or
+// not (rows past the cap and of a deleted feature go too), and returns how
+// many of them were visible. It looks at the keys of w, no more than
+// maxRows of them (ErrTooManyRows, and nothing is removed), then, batch
+// keys at a time, at most workers at once, fetches the values of the rows
+// whose hash matches and deletes, with del, those holding one of values.
+// A removal cut short (its context ended, a delete failed) says what it
+// removed in a *Removal.
+func RemoveMatching(ctx context.Context, l List, values [][]byte, w Window, maxRows int, src Source, batch, workers int, del func(ctx context.Context, keys []string) error) (int, error) {
 	if err := l.Validate(); err != nil {
-		return nil, 0, err
+		return 0, err
 	}
-	want := make(map[string]bool, len(hashes))
-	for _, h := range hashes {
-		want[h] = true
+	if err := w.Validate(); err != nil {
+		return 0, err
 	}
+	want := make(map[string]bool, len(values))
+	exact := make(map[string]bool, len(values))
+	for _, v := range values {
+		want[keys.ValueHash(v)] = true
+		exact[string(v)] = true
+	}
+	type match struct {
+		key     string
+		visible bool
+	}
+	var matched []match
 	v := &view{f: l.Feature}
-	s, _ := v.scanFor(region{})
-	s.Limit = math.MaxInt32
-	err = scan(ctx, s, func(row Row) bool {
+	rg := regionOf(w, "")
+	s, ranked := v.scanFor(rg)
+	s.Limit = maxRows + 1
+	if ranked {
+		s.Limit += l.Feature.MaxItems // the shown rows above the window, ranked
+	}
+	looked, shown := 0, 0
+	err := src.Scan(ctx, s, func(row Row) bool {
 		ok, _ := v.visible(row)
+		if ranked && row.Key >= rg.before {
+			return true // above the window: ranked, not looked at
+		}
+		if looked++; looked > maxRows {
+			return false
+		}
 		if want[keys.HashOf(row.Key)] {
-			matched = append(matched, row.Key)
+			matched = append(matched, match{row.Key, ok})
 			if ok {
-				visible++
+				shown++
 			}
 		}
 		return true
 	})
-	return matched, visible, err
+	if err == nil && looked > maxRows {
+		err = ErrTooManyRows
+	}
+	if err != nil {
+		return 0, err
+	}
+	var removed, done atomic.Int64
+	var mu sync.Mutex
+	var first error
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
+		}
+		mu.Unlock()
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, (len(matched)+batch-1)/batch) {
+		wg.Go(func() {
+			for {
+				start := int(next.Add(int64(batch))) - batch
+				if start >= len(matched) || ctx.Err() != nil {
+					return
+				}
+				chunk := matched[start:min(start+batch, len(matched))]
+				ks := make([]string, len(chunk))
+				for i, m := range chunk {
+					ks[i] = m.key
+				}
+				stored, err := src.fetchValues(ctx, ks)
+				if err != nil {
+					fail(err)
+					return
+				}
+				ks, visible := ks[:0], 0
+				for _, m := range chunk {
+					if b, ok := stored[m.key]; ok && exact[string(b)] {
+						ks = append(ks, m.key)
+						if m.visible {
+							visible++
+						}
+					}
+				}
+				if len(ks) > 0 {
+					if err := del(ctx, ks); err != nil {
+						fail(err)
+						return
+					}
+				}
+				removed.Add(int64(visible))
+				done.Add(int64(len(chunk)))
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil && int(done.Load()) < len(matched) {
+		first = ctx.Err()
+	}
+	if first != nil {
+		return int(removed.Load()), &Removal{Removed: int(removed.Load()), Matched: shown, Err: first}
+	}
+	return int(removed.Load()), nil
 }
 
 // ReadSince reads, with scan, the items of a list whose keys are at or

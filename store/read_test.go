@@ -11,10 +11,26 @@ import (
 )
 
 // rows is a list in memory, newest first, whose scanner records the scans
-// asked of it.
+// asked of it, and whose fetcher the keys it fetched.
 type rows struct {
-	rows  []Row
-	scans []Scan
+	rows    []Row
+	scans   []Scan
+	fetched []string
+}
+
+func (r *rows) src() Source { return Source{Scan: r.scan, Fetch: r.fetch} }
+
+func (r *rows) fetch(_ context.Context, ks []string, fn func(Row) bool) error {
+	r.fetched = append(r.fetched, ks...)
+	for _, row := range r.rows {
+		if slices.Contains(ks, row.Key) {
+			row.WriteTime = 0
+			if !fn(row) {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 func (r *rows) scan(_ context.Context, s Scan, fn func(Row) bool) error {
@@ -52,8 +68,11 @@ func list(n int) *rows {
 
 var feature = Feature{EntityType: "user", Name: "f", ValueType: String, TTL: time.Hour}
 
-// Counts and searches read keys only; write times only for a feature
-// created again; values only for pages.
+// Counts, searches and removals read keys only, and the values of the
+// rows whose hash matches; write times only for a feature created again;
+// a plain page reads values in its one scan, and a page that may look at
+// more rows than it shows (of a feature created again, say) reads keys,
+// then the values of its items alone.
 func TestReadsAskForWhatTheyUse(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -65,22 +84,29 @@ func TestReadsAskForWhatTheyUse(t *testing.T) {
 		f.ItemsSince = tc.f.ItemsSince
 		l := List{Feature: &f, EntityID: "u1"}
 		r := list(10)
-		if _, err := ReadPage(ctx, l, Range{Limit: 3, MaxScan: 30}, r.scan); err != nil {
+		if _, err := ReadPage(ctx, l, Range{Limit: 3, MaxScan: 30}, r.src()); err != nil {
 			t.Fatal(err)
 		}
+		fetchedByPage := len(r.fetched)
 		if _, err := CountItems(ctx, l, Window{}, 100, r.scan); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := FindItems(ctx, l, []string{keys.ValueHash([]byte("v1"))}, 0, 100, r.scan); err != nil {
+		if _, err := FindItems(ctx, l, [][]byte{[]byte("v1")}, 0, 100, r.src()); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := MatchingKeys(ctx, l, []string{keys.ValueHash([]byte("v1"))}, r.scan); err != nil {
+		if _, err := RemoveMatching(ctx, l, [][]byte{[]byte("v1")}, Window{}, 100, r.src(), 10, 1, func(context.Context, []string) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
-		for i, want := range []bool{true, false, false, false} {
+		for i, want := range []bool{f.ItemsSince == 0, false, false, false} {
 			if r.scans[i].Values != want || r.scans[i].WriteTimes != tc.writeTimes {
 				t.Errorf("%s: scan %d = %+v, want values %v, write times %v", tc.name, i, r.scans[i], want, tc.writeTimes)
 			}
+		}
+		if want := map[bool]int{true: 0, false: 3}[f.ItemsSince == 0]; fetchedByPage != want {
+			t.Errorf("%s: the page fetched %d values, want %d", tc.name, fetchedByPage, want)
+		}
+		if got := r.fetched[fetchedByPage:]; len(got) != 2 || got[0] != keys.ItemKey(2*int64(time.Second), []byte("v1")) {
+			t.Errorf("%s: the search and the removal fetched %v, want v1's key each", tc.name, got)
 		}
 	}
 }
@@ -92,7 +118,7 @@ func TestPageScans(t *testing.T) {
 	r := list(10)
 	l := List{Feature: &feature, EntityID: "u1"}
 	after := r.rows[2].Key
-	p, err := ReadPage(ctx, l, Range{Limit: 3, After: after}, r.scan)
+	p, err := ReadPage(ctx, l, Range{Limit: 3, After: after}, r.src())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,12 +131,15 @@ func TestPageScans(t *testing.T) {
 	capped := feature
 	capped.MaxItems = 5
 	l.Feature = &capped
-	p, err = ReadPage(ctx, l, Range{Limit: 3, After: after}, r.scan)
+	p, err = ReadPage(ctx, l, Range{Limit: 3, After: after}, r.src())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := r.scans[1]; s.Before != "" {
-		t.Errorf("scan %+v: a capped page below the newest item must read from the newest", s)
+	if s := r.scans[1]; s.Before != "" || s.Values {
+		t.Errorf("scan %+v: a capped page below the newest item must read keys from the newest", s)
+	}
+	if len(r.fetched) != 2 {
+		t.Errorf("the capped page fetched the values of %v, want its 2 items'", r.fetched)
 	}
 	if got := values(p); !slices.Equal(got, []string{"v6", "v5"}) || p.HasMore {
 		t.Errorf("capped page %v hasMore %v: want the two items left within the cap", got, p.HasMore)
@@ -126,7 +155,7 @@ func TestRowsOfADeletedFeature(t *testing.T) {
 	f.ItemsSince = 1005 // v0–v4 were written before
 	f.MaxItems = 3
 	l := List{Feature: &f, EntityID: "u1"}
-	p, err := ReadPage(ctx, l, Range{Limit: 10, MaxScan: 20}, r.scan)
+	p, err := ReadPage(ctx, l, Range{Limit: 10, MaxScan: 20}, r.src())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,13 +166,17 @@ func TestRowsOfADeletedFeature(t *testing.T) {
 	if n, err := CountItems(ctx, l, Window{}, 100, r.scan); err != nil || n != 5 {
 		t.Errorf("count = %d, %v; want 5", n, err)
 	}
-	found, err := FindItems(ctx, l, []string{keys.ValueHash([]byte("v1")), keys.ValueHash([]byte("v6"))}, 0, 100, r.scan)
+	found, err := FindItems(ctx, l, [][]byte{[]byte("v1"), []byte("v6")}, 0, 100, r.src())
 	if err != nil || found[0] != "" || found[1] == "" {
 		t.Errorf("found %v, %v", found, err)
 	}
-	matched, visible, err := MatchingKeys(ctx, l, []string{keys.ValueHash([]byte("v1")), keys.ValueHash([]byte("v6"))}, r.scan)
-	if err != nil || len(matched) != 2 || visible != 1 {
-		t.Errorf("matched %v, visible %d, %v: both rows go, one was shown", matched, visible, err)
+	var deleted []string
+	removed, err := RemoveMatching(ctx, l, [][]byte{[]byte("v1"), []byte("v6")}, Window{}, 100, r.src(), 10, 1, func(_ context.Context, ks []string) error {
+		deleted = append(deleted, ks...)
+		return nil
+	})
+	if err != nil || len(deleted) != 2 || removed != 1 {
+		t.Errorf("deleted %v, removed %d, %v: both rows go, one was shown", deleted, removed, err)
 	}
 }
 
@@ -200,7 +233,7 @@ func TestCappedScansStopPastTheCap(t *testing.T) {
 	if _, err := NewestKeys(ctx, l, r.scan); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadPage(ctx, l, Range{Limit: 3, After: r.rows[1].Key}, r.scan); err != nil {
+	if _, err := ReadPage(ctx, l, Range{Limit: 3, After: r.rows[1].Key}, r.src()); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range r.scans {

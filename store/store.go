@@ -176,9 +176,11 @@ type AddResult struct {
 	Expired int // items already expired, not written
 }
 
-// Store keeps list features and their lists. Every list operation is one
-// single-partition query, or one single-partition batch (RemoveValues
-// deletes what its one query found in batches of ten keys).
+// Store keeps list features and their lists. Every list operation is made
+// of single-partition queries and batches: one query or batch, or, for a
+// read that looks at more rows than it returns, a key-only query and the
+// fetch of the values it keeps (RemoveValues deletes what it found in
+// batches of ten keys).
 type Store interface {
 	// CreateFeature stores a new feature, or creates a deleted one again
 	// (setting ItemsSince, or dropping the old items), errkind.Conflict if
@@ -196,10 +198,10 @@ type Store interface {
 	// Count counts a list's items in a window, looking at no more than
 	// maxRows rows (CountItems).
 	Count(ctx context.Context, l List, w Window, maxRows int) (int, error)
-	// Find returns, for each value hash, the key of the newest item at or
-	// after minTimestamp holding it, or "", looking at no more than maxRows
-	// rows (FindItems).
-	Find(ctx context.Context, l List, hashes []string, minTimestamp int64, maxRows int) ([]string, error)
+	// Find returns, for each value, the key of the newest item at or after
+	// minTimestamp holding it, or "", looking at no more than maxRows rows
+	// (FindItems).
+	Find(ctx context.Context, l List, values [][]byte, minTimestamp int64, maxRows int) ([]string, error)
 	// Since reads the items of a list whose keys are at or after from (an
 	// item key or a timestamp prefix), oldest first, at most limit
 	// (ReadSince).
@@ -207,9 +209,10 @@ type Store interface {
 	// AddItems writes items into a list, all or nothing, and trims a
 	// capped list (ShouldTrim).
 	AddItems(ctx context.Context, l List, items []NewItem) (AddResult, error)
-	// RemoveValues removes every item of a list holding one of the values
-	// and returns how many there were.
-	RemoveValues(ctx context.Context, l List, values [][]byte) (int, error)
+	// RemoveValues removes every item of a list in a window holding one
+	// of the values, and returns how many there were, looking at no more
+	// than maxRows rows (RemoveMatching).
+	RemoveValues(ctx context.Context, l List, values [][]byte, w Window, maxRows int) (int, error)
 	// RemoveAll empties a list.
 	RemoveAll(ctx context.Context, l List) error
 

@@ -58,8 +58,8 @@ type MutationResolver interface {
 	DeleteListFeatureVersion(ctx context.Context, entityType string, name string, version string) (*bool, error)
 	AddListItems(ctx context.Context, list model.ListRefInput, items []model.ListItemInput) (*model.AddListItemsPayload, error)
 	AddListItemsBatch(ctx context.Context, adds []model.ListAddInput) ([]*model.AddListItemsPayload, error)
-	RemoveListItemsWithValue(ctx context.Context, list model.ListRefInput, value values.Value) (*model.RemoveListItemsPayload, error)
-	RemoveListItemsWithValues(ctx context.Context, list model.ListRefInput, values []values.Value) (*model.RemoveListItemsPayload, error)
+	RemoveListItemsWithValue(ctx context.Context, list model.ListRefInput, value values.Value, minTimestamp *model.Time, maxTimestamp *model.Time) (*model.RemoveListItemsPayload, error)
+	RemoveListItemsWithValues(ctx context.Context, list model.ListRefInput, values []values.Value, minTimestamp *model.Time, maxTimestamp *model.Time) (*model.RemoveListItemsPayload, error)
 	RemoveAllListItems(ctx context.Context, list model.ListRefInput) (*bool, error)
 }
 type QueryResolver interface {
@@ -420,13 +420,20 @@ type Mutation {
   idempotent).
   """
   addListItemsBatch(adds: [ListAddInput!]!): [AddListItemsPayload]! @scope(requires: "lists:write")
-  "Removes every item of a list with this value, at any timestamp."
-  removeListItemsWithValue(list: ListRefInput!, value: ListValue!): RemoveListItemsPayload @scope(requires: "lists:write")
   """
-  Removes every item of a list holding any of these values (at most --max-values),
-  at any timestamp, with one read of the list's keys.
+  Removes every item of a list with this value (its bytes compared, not only
+  their hash), at any timestamp from minTimestamp to maxTimestamp (both
+  inclusive; left out: the whole list). It reads the keys of the window, at most
+  --max-count of them: past that it removes nothing and says so; remove from
+  narrower windows, one after another. One that stops before it is done (at
+  its deadline, say) says how many it removed: call it again for the rest.
   """
-  removeListItemsWithValues(list: ListRefInput!, values: [ListValue!]!): RemoveListItemsPayload @scope(requires: "lists:write")
+  removeListItemsWithValue(list: ListRefInput!, value: ListValue!, minTimestamp: Time, maxTimestamp: Time): RemoveListItemsPayload @scope(requires: "lists:write")
+  """
+  Removes every item of a list holding any of these values (at most
+  --max-values), as removeListItemsWithValue does.
+  """
+  removeListItemsWithValues(list: ListRefInput!, values: [ListValue!]!, minTimestamp: Time, maxTimestamp: Time): RemoveListItemsPayload @scope(requires: "lists:write")
   "Removes every item of a list."
   removeAllListItems(list: ListRefInput!): Boolean @scope(requires: "lists:write")
 }
@@ -985,6 +992,22 @@ func (ec *executionContext) field_Mutation_removeListItemsWithValue_args(ctx con
 		return nil, err
 	}
 	args["value"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "minTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["minTimestamp"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "maxTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["maxTimestamp"] = arg3
 	return args, nil
 }
 
@@ -1007,6 +1030,22 @@ func (ec *executionContext) field_Mutation_removeListItemsWithValues_args(ctx co
 		return nil, err
 	}
 	args["values"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "minTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["minTimestamp"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "maxTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["maxTimestamp"] = arg3
 	return args, nil
 }
 
@@ -2248,7 +2287,7 @@ func (ec *executionContext) _Mutation_removeListItemsWithValue(ctx context.Conte
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().RemoveListItemsWithValue(ctx, fc.Args["list"].(model.ListRefInput), fc.Args["value"].(values.Value))
+			return ec.Resolvers.Mutation().RemoveListItemsWithValue(ctx, fc.Args["list"].(model.ListRefInput), fc.Args["value"].(values.Value), fc.Args["minTimestamp"].(*model.Time), fc.Args["maxTimestamp"].(*model.Time))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.RemoveListItemsPayload) graphql.Marshaler {
@@ -2292,7 +2331,7 @@ func (ec *executionContext) _Mutation_removeListItemsWithValues(ctx context.Cont
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().RemoveListItemsWithValues(ctx, fc.Args["list"].(model.ListRefInput), fc.Args["values"].([]values.Value))
+			return ec.Resolvers.Mutation().RemoveListItemsWithValues(ctx, fc.Args["list"].(model.ListRefInput), fc.Args["values"].([]values.Value), fc.Args["minTimestamp"].(*model.Time), fc.Args["maxTimestamp"].(*model.Time))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.RemoveListItemsPayload) graphql.Marshaler {

@@ -136,6 +136,11 @@ func PageQuery(entityType, entityID, feature string, version *string, minTimesta
 	return q
 }
 
+// Window bounds a read or a removal by timestamp.
+func Window(minTimestamp, maxTimestamp *Time) lists.Window {
+	return lists.Window{MinTimestamp: (*int64)(minTimestamp), MaxTimestamp: (*int64)(maxTimestamp)}
+}
+
 // CountQuery asks how many items an entity's list holds in a window.
 func CountQuery(entityType, entityID, feature string, version *string, minTimestamp, maxTimestamp *Time) lists.CountQuery {
 	return lists.CountQuery{

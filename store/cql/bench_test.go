@@ -11,7 +11,6 @@ import (
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
-	"github.com/listgate/listgate/store/keys"
 )
 
 // Each benchmark runs one operation at a time against the real server, so
@@ -111,20 +110,20 @@ func BenchmarkCount(b *testing.B) {
 func BenchmarkFind(b *testing.B) {
 	s, f := benchStore(b, 0)
 	ctx := context.Background()
-	hashes := make([]string, 1000)
-	for i := range hashes {
+	values := make([][]byte, 1000)
+	for i := range values {
 		v := fmt.Sprintf("story%07d", i/2)
 		if i%2 == 1 {
 			v = fmt.Sprint("absent", i)
 		}
-		hashes[i] = keys.ValueHash([]byte(v))
+		values[i] = []byte(v)
 	}
 	for _, size := range []int{10, 1000, 10000} {
 		l := store.List{Feature: f, EntityID: fmt.Sprint("list", size)}
 		fill(b, s, l, size)
 		b.Run(fmt.Sprintf("values=1000/size=%d", size), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := s.Find(ctx, l, hashes, 0, 100_000); err != nil {
+				if _, err := s.Find(ctx, l, values, 0, 100_000); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -205,7 +204,7 @@ func BenchmarkRemoveValues(b *testing.B) {
 		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
 			ctx := context.Background()
 			for b.Loop() {
-				n, err := s.RemoveValues(ctx, l, [][]byte{[]byte("target")})
+				n, err := s.RemoveValues(ctx, l, [][]byte{[]byte("target")}, store.Window{}, 100_000)
 				if err != nil || n != 3 {
 					b.Fatalf("RemoveValues = %d, %v", n, err)
 				}

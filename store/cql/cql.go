@@ -94,7 +94,8 @@ type statements struct {
 	// oldest first.
 	scans                                                                         [2][2]string
 	scansAscending                                                                [2]string
-	insertItem, deleteItems, deleteBelow, deleteList, selectTTL, countRows        string
+	fetchItems, insertItem, deleteItems, deleteBelow, deleteList, selectTTL       string
+	countRows                                                                     string
 	insertFeature, selectFeature, selectFeatures, selectFeaturesOfType            string
 	recreateFeature, deleteFeature, schemaTables, schemaColumns, addFeatureColumn string
 }
@@ -115,6 +116,7 @@ func newStatements(ks string) statements {
 			strings.Replace(scan("item_key, value"), " LIMIT", " ORDER BY item_key ASC LIMIT", 1),
 			strings.Replace(scan("item_key, value, WRITETIME(value)"), " LIMIT", " ORDER BY item_key ASC LIMIT", 1),
 		},
+		fetchItems:  "SELECT item_key, value FROM " + items + where + " AND item_key IN ?",
 		insertItem:  "INSERT INTO " + items + " (feature_key, entity_id, item_key, value) VALUES (?, ?, ?, ?) USING TTL ?",
 		deleteItems: "DELETE FROM " + items + where + " AND item_key IN ?",
 		deleteBelow: "DELETE FROM " + items + where + " AND item_key < ?",

@@ -3,6 +3,7 @@ package cql
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,32 @@ func (s *Store) scanner(l store.List) store.Scanner {
 	}
 }
 
+// fetcher reads rows of a list by key, with their values: one
+// single-partition query.
+func (s *Store) fetcher(l store.List) store.Fetcher {
+	return func(ctx context.Context, ks []string, fn func(store.Row) bool) error {
+		iter := s.session.Query(s.stmt.fetchItems, l.Feature.Key(), l.EntityID, ks).
+			WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
+		scanner := iter.Scanner()
+		for scanner.Next() {
+			var row store.Row
+			if err := scanner.Scan(&row.Key, &row.Value); err != nil {
+				_ = iter.Close()
+				return classify("reading list items", err)
+			}
+			if !fn(row) {
+				break
+			}
+		}
+		return classify("reading list items", scanner.Err())
+	}
+}
+
+// source is how the reads of a list reach its rows.
+func (s *Store) source(l store.List) store.Source {
+	return store.Source{Scan: s.scanner(l), Fetch: s.fetcher(l)}
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -65,7 +92,7 @@ func b2i(b bool) int {
 
 // Items reads one page of a list.
 func (s *Store) Items(ctx context.Context, l store.List, r store.Range) (store.Page, error) {
-	return store.ReadPage(ctx, l, r, s.scanner(l))
+	return store.ReadPage(ctx, l, r, s.source(l))
 }
 
 // Since reads the items of a list from a key on, oldest first: one
@@ -79,9 +106,9 @@ func (s *Store) Count(ctx context.Context, l store.List, w store.Window, maxRows
 	return store.CountItems(ctx, l, w, maxRows, s.scanner(l))
 }
 
-// Find finds the newest item holding each value hash, reading keys only.
-func (s *Store) Find(ctx context.Context, l store.List, hashes []string, minTimestamp int64, maxRows int) ([]string, error) {
-	return store.FindItems(ctx, l, hashes, minTimestamp, maxRows, s.scanner(l))
+// Find finds the newest item holding each value.
+func (s *Store) Find(ctx context.Context, l store.List, values [][]byte, minTimestamp int64, maxRows int) ([]string, error) {
+	return store.FindItems(ctx, l, values, minTimestamp, maxRows, s.source(l))
 }
 
 // AddItems writes the items in one batch into the list's partition: the
@@ -134,33 +161,23 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	return store.AddResult{Added: len(writes), Expired: expired}, nil
 }
 
-// removeBatch bounds the item keys of one delete statement.
-const removeBatch = 10
+// removeBatch bounds the item keys of one delete statement, and
+// removeWorkers the statements of one removal at once.
+const removeBatch, removeWorkers = 10, 16
 
-// RemoveValues finds the items holding any of the values with one
-// key-only scan of the list, and deletes them, at most ten keys per
-// statement, all at one client timestamp taken after the scan: later than
-// the additions it found, and the same for every attempt of every
-// statement.
-func (s *Store) RemoveValues(ctx context.Context, l store.List, values [][]byte) (int, error) {
-	hashes := make([]string, len(values))
-	for i, v := range values {
-		hashes[i] = keys.ValueHash(v)
-	}
-	found, visible, err := store.MatchingKeys(ctx, l, hashes, s.scanner(l))
-	if err != nil {
-		return 0, err
-	}
-	ts := writeTimestamp()
-	for start := 0; start < len(found); start += removeBatch {
-		chunk := found[start:min(start+removeBatch, len(found))]
-		err := s.session.Query(s.stmt.deleteItems, l.Feature.Key(), l.EntityID, chunk).WithContext(ctx).
-			Consistency(s.cfg.WriteConsistency).WithTimestamp(ts).Idempotent(true).Exec()
-		if err != nil {
-			return 0, classify(fmt.Sprintf("removing items by value (%d of %d rows deleted; retry to delete the rest)", start, len(found)), err)
-		}
-	}
-	return visible, nil
+// RemoveValues removes the items of a window holding any of the values
+// (store.RemoveMatching): one key-only scan, then the values of the rows
+// whose hash matches fetched and the rows holding the values deleted, ten
+// keys per statement, sixteen statements at once, all at one client
+// timestamp taken after the scan: later than the additions it found, and
+// the same for every attempt of every statement.
+func (s *Store) RemoveValues(ctx context.Context, l store.List, values [][]byte, w store.Window, maxRows int) (int, error) {
+	ts := sync.OnceValue(writeTimestamp)
+	return store.RemoveMatching(ctx, l, values, w, maxRows, s.source(l), removeBatch, removeWorkers, func(ctx context.Context, ks []string) error {
+		err := s.session.Query(s.stmt.deleteItems, l.Feature.Key(), l.EntityID, ks).WithContext(ctx).
+			Consistency(s.cfg.WriteConsistency).WithTimestamp(ts()).Idempotent(true).Exec()
+		return classify("removing items by value", err)
+	})
 }
 
 // RemoveAll deletes the list's partition, at one client timestamp for every

@@ -85,7 +85,7 @@ func TestRetriedWritesKeepTheirTimestamp(t *testing.T) {
 	}
 
 	remove := w.attempts(t, "RemoveValues", func() error {
-		n, err := s.RemoveValues(ctx, l, [][]byte{[]byte("target")})
+		n, err := s.RemoveValues(ctx, l, [][]byte{[]byte("target")}, store.Window{}, 100_000)
 		if err == nil && n != 2 {
 			err = fmt.Errorf("removed %d, want 2", n)
 		}

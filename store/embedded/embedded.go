@@ -186,9 +186,10 @@ func expiryOf(v []byte) int64 { return int64(binary.BigEndian.Uint64(v)) }
 // scanner reads a list's rows: Pebble keys of the list's prefix, from the
 // newest, skipping expired items. The embedded store drops a deleted
 // feature's items when it is created again, so no feature of its own has
-// ItemsSince and no scan asks for write times.
+// ItemsSince and no scan asks for write times. It stops, with the
+// context's error, once the context ends.
 func (s *Store) scanner(l store.List) store.Scanner {
-	return func(_ context.Context, sc store.Scan, fn func(store.Row) bool) error {
+	return func(ctx context.Context, sc store.Scan, fn func(store.Row) bool) error {
 		p := partition(l)
 		lower := append(bytes.Clone(p), sc.From...)
 		upper := append(bytes.Clone(p), keys.MaxItemKey...)
@@ -206,7 +207,12 @@ func (s *Store) scanner(l store.List) store.Scanner {
 		if sc.Ascending {
 			first, next = it.First, it.Next
 		}
+		looked := 0
 		for ok := first(); ok && n < sc.Limit; ok = next() {
+			if looked%checkEvery == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			looked++
 			v := it.Value()
 			if expiryOf(v) <= now {
 				continue
@@ -224,9 +230,45 @@ func (s *Store) scanner(l store.List) store.Scanner {
 	}
 }
 
+// checkEvery is how many rows (expired ones too) a scan reads between two
+// looks at its context.
+const checkEvery = 256
+
+// fetcher reads rows of a list by key, with their values.
+func (s *Store) fetcher(l store.List) store.Fetcher {
+	return func(ctx context.Context, ks []string, fn func(store.Row) bool) error {
+		p := partition(l)
+		now := s.now().Unix()
+		for _, k := range ks {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			v, closer, err := s.db.Get(append(bytes.Clone(p), k...))
+			if errors.Is(err, pebble.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("reading list items: %w", err)
+			}
+			live := expiryOf(v) > now
+			row := store.Row{Key: k, Value: bytes.Clone(v[8:])}
+			closer.Close()
+			if live && !fn(row) {
+				break
+			}
+		}
+		return nil
+	}
+}
+
+// source is how the reads of a list reach its rows.
+func (s *Store) source(l store.List) store.Source {
+	return store.Source{Scan: s.scanner(l), Fetch: s.fetcher(l)}
+}
+
 // Items reads one page of a list.
 func (s *Store) Items(ctx context.Context, l store.List, r store.Range) (store.Page, error) {
-	return store.ReadPage(ctx, l, r, s.scanner(l))
+	return store.ReadPage(ctx, l, r, s.source(l))
 }
 
 // Since reads the items of a list from a key on, oldest first.
@@ -239,9 +281,9 @@ func (s *Store) Count(ctx context.Context, l store.List, w store.Window, maxRows
 	return store.CountItems(ctx, l, w, maxRows, s.scanner(l))
 }
 
-// Find finds the newest item holding each value hash.
-func (s *Store) Find(ctx context.Context, l store.List, hashes []string, minTimestamp int64, maxRows int) ([]string, error) {
-	return store.FindItems(ctx, l, hashes, minTimestamp, maxRows, s.scanner(l))
+// Find finds the newest item holding each value.
+func (s *Store) Find(ctx context.Context, l store.List, values [][]byte, minTimestamp int64, maxRows int) ([]string, error) {
+	return store.FindItems(ctx, l, values, minTimestamp, maxRows, s.source(l))
 }
 
 // AddItems writes the items and their sweep entries in one synced batch,
@@ -282,6 +324,9 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 			}
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return store.AddResult{}, err // past its deadline, an add writes nothing
+	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return store.AddResult{}, fmt.Errorf("adding list items: %w", err)
 	}
@@ -293,30 +338,31 @@ func expiryKey(expiry uint64, itemKey []byte) []byte {
 	return append(k, itemKey...)
 }
 
-// RemoveValues deletes every item of the list whose key carries one of the
-// values' hashes.
-func (s *Store) RemoveValues(ctx context.Context, l store.List, values [][]byte) (int, error) {
-	hashes := make([]string, len(values))
-	for i, v := range values {
-		hashes[i] = keys.ValueHash(v)
-	}
-	matched, visible, err := store.MatchingKeys(ctx, l, hashes, s.scanner(l))
-	if err != nil {
-		return 0, err
-	}
+// RemoveValues deletes the items of a window holding any of the values
+// (store.RemoveMatching), a synced batch of up to removeBatch keys at a
+// time.
+func (s *Store) RemoveValues(ctx context.Context, l store.List, values [][]byte, w store.Window, maxRows int) (int, error) {
 	p := partition(l)
-	b := s.db.NewBatch()
-	defer b.Close()
-	for _, k := range matched {
-		if err := b.Delete(append(bytes.Clone(p), k...), nil); err != nil {
-			return 0, err
+	return store.RemoveMatching(ctx, l, values, w, maxRows, s.source(l), removeBatch, 1, func(ctx context.Context, ks []string) error {
+		b := s.db.NewBatch()
+		defer b.Close()
+		for _, k := range ks {
+			if err := b.Delete(append(bytes.Clone(p), k...), nil); err != nil {
+				return err
+			}
 		}
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return 0, fmt.Errorf("removing items by value: %w", err)
-	}
-	return visible, nil
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("removing items by value: %w", err)
+		}
+		return nil
+	})
 }
+
+// removeBatch bounds the keys one removal deletes in one batch.
+const removeBatch = 1000
 
 // RemoveAll deletes the list's key range.
 func (s *Store) RemoveAll(_ context.Context, l store.List) error {
@@ -369,7 +415,10 @@ func (s *Store) sweepLoop(every time.Duration) {
 	}
 }
 
-// Sweep deletes expired items and returns how many it reclaimed.
+// Sweep deletes expired items and returns how many it reclaimed, in
+// batches of sweepBatch entries, so that a sweep after a long downtime
+// never builds one batch of every item expired meanwhile. It stops early
+// when the store closes.
 func (s *Store) Sweep() (int, error) {
 	now := uint64(s.now().Unix())
 	upper := binary.BigEndian.AppendUint64([]byte{expiryPrefix}, now+1)
@@ -379,8 +428,8 @@ func (s *Store) Sweep() (int, error) {
 	}
 	defer it.Close()
 	b := s.db.NewBatch()
-	defer b.Close()
-	n := 0
+	defer func() { b.Close() }()
+	n, entries := 0, 0
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
 		expiry, itemKey := binary.BigEndian.Uint64(k[1:9]), k[9:]
@@ -403,12 +452,27 @@ func (s *Store) Sweep() (int, error) {
 		if err := b.Delete(k, nil); err != nil {
 			return n, err
 		}
+		if entries++; entries == sweepBatch {
+			if err := b.Commit(pebble.NoSync); err != nil {
+				return n, err
+			}
+			b.Close()
+			b, entries = s.db.NewBatch(), 0
+			select {
+			case <-s.stop:
+				return n, nil
+			default:
+			}
+		}
 	}
 	if err := it.Error(); err != nil {
 		return n, err
 	}
 	return n, b.Commit(pebble.NoSync)
 }
+
+// sweepBatch bounds the expiry entries one batch of a sweep deletes.
+const sweepBatch = 1000
 
 // featureRecord is a feature as stored, with its deletion marks.
 type featureRecord struct {

@@ -3,6 +3,7 @@ package embedded_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -61,6 +62,35 @@ func TestSweepReclaimsExpiredItems(t *testing.T) {
 				t.Fatalf("Sweep after the first items expired = %d, %v; want 2", n, err)
 			}
 		}
+	}
+	if n, err := s.Sweep(); err != nil || n != 0 {
+		t.Fatalf("second Sweep = %d, %v; want 0", n, err)
+	}
+}
+
+// A sweep after a long downtime reclaims every expired item, in bounded
+// batches.
+func TestSweepInBatches(t *testing.T) {
+	var offset time.Duration
+	s := open(t, t.TempDir(), func() time.Time { return time.Now().Add(offset) })
+	ctx := context.Background()
+	f, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "f", ValueType: store.String, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for e := range 5 {
+		items := make([]store.NewItem, 500)
+		for i := range items {
+			items[i] = store.NewItem{Timestamp: now.Add(-time.Duration(i) * time.Millisecond).UnixNano(), Value: []byte("v")}
+		}
+		if _, err := s.AddItems(ctx, store.List{Feature: &f, EntityID: fmt.Sprint("u", e)}, items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	offset = 2 * time.Hour
+	if n, err := s.Sweep(); err != nil || n != 2500 {
+		t.Fatalf("Sweep = %d, %v; want 2500", n, err)
 	}
 	if n, err := s.Sweep(); err != nil || n != 0 {
 		t.Fatalf("second Sweep = %d, %v; want 0", n, err)

@@ -67,6 +67,9 @@ func Run(t *testing.T, open NewStore) {
 		{"CappedListIsTrimmedByAdds", testCapTrim},
 		{"RecreatedFeatureShowsNoItemOfTheDeletedOne", testRecreate},
 		{"SinceReadsOldestFirstFromAKey", testSince},
+		{"ValuesOfOneMD5AreNotTakenForEachOther", testHashCollision},
+		{"RemovalIsBoundedWindowedAndSaysWhatItDid", testRemovalBounds},
+		{"AnEndedContextEndsReadsAndWrites", testEndedContext},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -360,7 +363,7 @@ func testRemoveValues(t *testing.T, h *harness) {
 	}
 	items = append(items, item(now, "gone2"), item(now, "gon"), item(now, "also gone"))
 	h.add(l, items...)
-	n, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("gone"), []byte("absent"), []byte("also gone")})
+	n, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("gone"), []byte("absent"), []byte("also gone")}, store.Window{}, 100_000)
 	if err != nil {
 		t.Fatalf("RemoveValues: %v", err)
 	}
@@ -372,7 +375,7 @@ func testRemoveValues(t *testing.T, h *harness) {
 			t.Fatal("a removed value is still listed")
 		}
 	}
-	n, err = h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("absent")})
+	n, err = h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("absent")}, store.Window{}, 100_000)
 	if err != nil || n != 0 {
 		t.Fatalf("RemoveValues(absent) = %d, %v", n, err)
 	}
@@ -415,7 +418,7 @@ func testIsolation(t *testing.T, h *harness) {
 	}
 	h.add(target, item(now, "more"))
 	check("after add")
-	if _, err := h.s.RemoveValues(h.ctx, target, [][]byte{[]byte("shared")}); err != nil {
+	if _, err := h.s.RemoveValues(h.ctx, target, [][]byte{[]byte("shared")}, store.Window{}, 100_000); err != nil {
 		t.Fatal(err)
 	}
 	check("after remove value")
@@ -488,11 +491,11 @@ func testInvalidIdentifiers(t *testing.T, h *harness) {
 		isInvalid(t, fmt.Sprintf("AddItems entity id %q", id), err)
 		_, err = h.s.Items(h.ctx, l, store.Range{Limit: 1})
 		isInvalid(t, "Items", err)
-		_, err = h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("v")})
+		_, err = h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("v")}, store.Window{}, 100_000)
 		isInvalid(t, "RemoveValues", err)
 		_, err = h.s.Count(h.ctx, l, store.Window{}, 10)
 		isInvalid(t, "Count", err)
-		_, err = h.s.Find(h.ctx, l, []string{keys.ValueHash([]byte("v"))}, 0, 10)
+		_, err = h.s.Find(h.ctx, l, [][]byte{[]byte("v")}, 0, 10)
 		isInvalid(t, "Find", err)
 		isInvalid(t, "RemoveAll", h.s.RemoveAll(h.ctx, l))
 	}
@@ -587,11 +590,11 @@ func (h *harness) count(l store.List, w store.Window) int {
 
 func (h *harness) find(l store.List, minTimestamp int64, values ...string) []string {
 	h.t.Helper()
-	hashes := make([]string, len(values))
+	vs := make([][]byte, len(values))
 	for i, v := range values {
-		hashes[i] = keys.ValueHash([]byte(v))
+		vs[i] = []byte(v)
 	}
-	found, err := h.s.Find(h.ctx, l, hashes, minTimestamp, 100_000)
+	found, err := h.s.Find(h.ctx, l, vs, minTimestamp, 100_000)
 	if err != nil {
 		h.t.Fatalf("Find: %v", err)
 	}
@@ -716,11 +719,10 @@ func testFind(t *testing.T, h *harness) {
 	equal(t, "found, in request order, the newest of each", found, want)
 	found = h.find(l, ts[3].UnixNano(), "v0", "v3")
 	equal(t, "found at or after minTimestamp", found, []string{"", keys.ItemKey(ts[3].UnixNano(), []byte("v3"))})
-	hashes := []string{keys.ValueHash([]byte("v0"))}
-	if _, err := h.s.Find(h.ctx, l, hashes, 0, 5); !errors.Is(err, store.ErrTooManyRows) {
+	if _, err := h.s.Find(h.ctx, l, [][]byte{[]byte("v0")}, 0, 5); !errors.Is(err, store.ErrTooManyRows) {
 		t.Fatalf("find past its bound: err = %v, want ErrTooManyRows", err)
 	}
-	if found, err := h.s.Find(h.ctx, l, []string{keys.ValueHash([]byte("v9"))}, 0, 1); err != nil || found[0] == "" {
+	if found, err := h.s.Find(h.ctx, l, [][]byte{[]byte("v9")}, 0, 1); err != nil || found[0] == "" {
 		t.Fatalf("find of the newest item with a bound of 1 row = %v, %v", found, err)
 	}
 }
@@ -760,7 +762,7 @@ func testCapReads(t *testing.T, h *harness) {
 	equal(t, "count", h.count(l, store.Window{}), 4)
 	equal(t, "count of a window across the cap", h.count(l, store.Window{MaxTimestamp: ts[7].UnixNano()}), 2)
 	equal(t, "found", h.find(l, 0, "v9", "v6", "v5"), []string{keys.ItemKey(ts[9].UnixNano(), []byte("v9")), keys.ItemKey(ts[6].UnixNano(), []byte("v6")), ""})
-	n, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("v8"), []byte("v2")})
+	n, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("v8"), []byte("v2")}, store.Window{}, 100_000)
 	if err != nil || n != 1 {
 		t.Fatalf("RemoveValues of a shown and a capped-out value = %d, %v; want 1 (the shown one)", n, err)
 	}
@@ -839,7 +841,7 @@ func testRecreate(t *testing.T, h *harness) {
 	equal(t, "items after adds", vals, []string{"kept value", "new"})
 	equal(t, "count after adds", h.count(l, store.Window{}), 2)
 	equal(t, "the cap counts new items only", h.find(l, 0, "new"), []string{keys.ItemKey(now.Add(-3*time.Second).UnixNano(), []byte("new"))})
-	n, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("old"), []byte("new")})
+	n, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("old"), []byte("new")}, store.Window{}, 100_000)
 	if err != nil || n != 1 {
 		t.Fatalf("RemoveValues of an old and a new value = %d, %v; want 1", n, err)
 	}
@@ -922,4 +924,81 @@ func testSince(t *testing.T, h *harness) {
 	l = h.list(&g, "u1")
 	h.add(l, item(ts[0].Add(-time.Second), "new"))
 	equal(t, "since, after the feature was created again", since("", 100), []string{"new"})
+}
+
+// A public MD5 collision pair of printable strings: one hash, two values.
+var collision = [2]string{
+	"TEXTCOLLBYfGiJUETHQ4hAcKSMd5zYpgqf1YRDhkmxHkhPWptrkoyz28wnI9V0aHeAuaKnak",
+	"TEXTCOLLBYfGiJUETHQ4hEcKSMd5zYpgqf1YRDhkmxHkhPWptrkoyz28wnI9V0aHeAuaKnak",
+}
+
+// Searches and removals compare the values, not only their hash: with
+// one value of a collision pair stored, the other is not found and its
+// removal removes nothing; with both, each finds and removes its own.
+func testHashCollision(t *testing.T, h *harness) {
+	a, b := collision[0], collision[1]
+	if keys.ValueHash([]byte(a)) != keys.ValueHash([]byte(b)) {
+		t.Fatal("the pair does not collide")
+	}
+	l := h.list(h.feature("f", "", day), "u1")
+	now := time.Now()
+	h.add(l, item(now.Add(-time.Second), a))
+	equal(t, "found, with a stored", h.find(l, 0, b, a), []string{"", keys.ItemKey(now.Add(-time.Second).UnixNano(), []byte(a))})
+	if n, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte(b)}, store.Window{}, 100); err != nil || n != 0 {
+		t.Fatalf("removing b with a stored: %d, %v", n, err)
+	}
+	equal(t, "values after removing b", h.values(l), []string{a})
+	h.add(l, item(now, b))
+	equal(t, "found, with both stored, b newest", h.find(l, 0, a, b),
+		[]string{keys.ItemKey(now.Add(-time.Second).UnixNano(), []byte(a)), keys.ItemKey(now.UnixNano(), []byte(b))})
+	if n, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte(a)}, store.Window{}, 100); err != nil || n != 1 {
+		t.Fatalf("removing a: %d, %v", n, err)
+	}
+	equal(t, "values after removing a", h.values(l), []string{b})
+}
+
+// A removal looks at the keys of its window only, no more than its bound
+// of them (past it, it removes nothing), and one cut short by its context
+// says how many it removed of how many.
+func testRemovalBounds(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	ts := h.tenItems(l)
+	h.add(l, item(ts[2].Add(time.Millisecond), "v9"), item(ts[5].Add(time.Millisecond), "v9"))
+	n, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("v9")}, store.Window{MinTimestamp: ts[3].UnixNano(), MaxTimestamp: ts[8].UnixNano()}, 100)
+	if err != nil || n != 1 {
+		t.Fatalf("removing v9 from the window of v3 to v8: %d, %v; want the one at v5's time", n, err)
+	}
+	if _, err := h.s.RemoveValues(h.ctx, l, [][]byte{[]byte("v9")}, store.Window{}, 5); !errors.Is(err, store.ErrTooManyRows) {
+		t.Fatalf("a removal past its bound: %v, want ErrTooManyRows", err)
+	}
+	equal(t, "v9s left", h.find(l, 0, "v9")[0] != "", true)
+	ctx, cancel := context.WithCancel(h.ctx)
+	cancel()
+	_, err = h.s.RemoveValues(ctx, l, [][]byte{[]byte("v9")}, store.Window{}, 100)
+	var cut *store.Removal
+	if !errors.As(err, &cut) && !errors.Is(err, context.Canceled) {
+		t.Fatalf("a removal whose context ended: %v", err)
+	}
+	if cut != nil && (cut.Removed != 0 || !errors.Is(cut, context.Canceled)) {
+		t.Fatalf("a removal whose context ended says %v", cut)
+	}
+}
+
+// Reads and writes of a context that has ended fail with its error, and
+// write nothing.
+func testEndedContext(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	h.tenItems(l)
+	ctx, cancel := context.WithCancel(h.ctx)
+	cancel()
+	if _, err := h.s.Items(ctx, l, store.Range{Limit: 5}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a page: %v", err)
+	}
+	if _, err := h.s.Count(ctx, l, store.Window{}, 1000); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a count: %v", err)
+	}
+	if _, err := h.s.AddItems(ctx, l, []store.NewItem{item(time.Now(), "late")}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("an add: %v", err)
+	}
+	equal(t, "found late", h.find(l, 0, "late"), []string{""})
 }

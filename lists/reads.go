@@ -1,0 +1,192 @@
+package lists
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/keys"
+	"github.com/listgate/listgate/values"
+	"github.com/listgate/listgate/watch"
+)
+
+// PageQuery asks for one page of a list, newest first.
+type PageQuery struct {
+	Ref
+	Window
+	Limit    *int // nil: DefaultLimit
+	After    *string
+	Distinct bool // only the newest item of each value, within the page
+}
+
+// Window bounds the items of a read by timestamp (ns since the Unix
+// epoch), both bounds inclusive: nil keeps every item on that side.
+type Window struct {
+	MinTimestamp, MaxTimestamp *int64
+}
+
+// store is the window as the store takes it; empty is true when no item
+// can be in it (it ends before 1970, or before it starts).
+func (w Window) store() (sw store.Window, empty bool) {
+	if w.MinTimestamp != nil {
+		sw.MinTimestamp = max(*w.MinTimestamp, 0)
+	}
+	if w.MaxTimestamp != nil {
+		// Items are stamped from 1970 on, and every one stamped 1970-01-01
+		// exactly has long expired.
+		if *w.MaxTimestamp < max(sw.MinTimestamp, 1) {
+			return sw, true
+		}
+		sw.MaxTimestamp = *w.MaxTimestamp
+	}
+	return sw, false
+}
+
+// Page is a page of a list, newest first, with the feature it belongs to.
+// Every value has been checked to be of the feature's type.
+type Page struct {
+	Feature *store.Feature
+	store.Page
+}
+
+// Page reads one page of a list, for one field of an operation's response.
+// Every read an operation makes goes through its loader (see WithReads):
+// equal reads are made once, at most LoaderConfig.Concurrency at once, and
+// the pages a response shows are bounded together by MaxResponseBytes.
+func (s *Service) Page(ctx context.Context, q PageQuery) (*Page, error) {
+	f, err := s.catalog.Feature(ctx, q.EntityType, q.Feature, q.Version)
+	if err != nil {
+		return nil, err
+	}
+	rg := store.Range{Limit: DefaultLimit, Distinct: q.Distinct}
+	if q.Limit != nil {
+		rg.Limit = *q.Limit
+	}
+	if err := s.CheckLimit(rg.Limit); err != nil {
+		return nil, err
+	}
+	rg.MaxScan = rg.Limit * s.limits.MaxScanFactor
+	w, empty := q.Window.store()
+	if empty {
+		return &Page{Feature: f}, keys.ValidateEntityID(q.EntityID)
+	}
+	rg.MinTimestamp, rg.MaxTimestamp = w.MinTimestamp, w.MaxTimestamp
+	if q.After != nil {
+		rg.After = *q.After // the store checks it is an item key, before any read
+	}
+	res, err := s.load(ctx, readKey{op: readPage, feature: f, entityID: q.EntityID, r: rg})
+	if err != nil {
+		return nil, err
+	}
+	p := res.page
+	if err := s.charge(ctx, f, p.Items); err != nil {
+		return nil, err
+	}
+	for _, it := range p.Items {
+		if err := values.Check(f.ValueType, it.Value); err != nil {
+			return nil, fmt.Errorf("list of %s, item %s: %w", f.Key(), it.Key, err)
+		}
+	}
+	return &Page{Feature: f, Page: p}, nil
+}
+
+// CountQuery asks how many items a list holds in a window.
+type CountQuery struct {
+	Ref
+	Window
+}
+
+// Count counts a list's items in a window, through the operation's loader.
+func (s *Service) Count(ctx context.Context, q CountQuery) (int, error) {
+	f, err := s.catalog.Feature(ctx, q.EntityType, q.Feature, q.Version)
+	if err != nil {
+		return 0, err
+	}
+	w, empty := q.Window.store()
+	if empty {
+		return 0, keys.ValidateEntityID(q.EntityID)
+	}
+	res, err := s.load(ctx, readKey{op: readCount, feature: f, entityID: q.EntityID, r: store.Range{MinTimestamp: w.MinTimestamp, MaxTimestamp: w.MaxTimestamp}})
+	if errors.Is(err, store.ErrTooManyRows) {
+		return 0, fmt.Errorf("%w count of %s/%s: the window holds more than %d items, more than one count may look at (--max-count); narrow it with minTimestamp and maxTimestamp", errkind.Invalid, f.Key(), q.EntityID, s.limits.MaxCount)
+	}
+	return res.count, err
+}
+
+// ContainsQuery asks, for each of some values, for the newest item of a
+// list holding it.
+type ContainsQuery struct {
+	Ref
+	Values       []values.Value
+	MinTimestamp *int64 // ns; nil keeps every item
+}
+
+// Found is the answer to a ContainsQuery: the newest item holding each
+// value, in the order asked, or nil.
+type Found struct {
+	Feature *store.Feature
+	Items   []*store.Item
+}
+
+// Contains finds the newest item holding each value, through the
+// operation's loader: a key-only read of the list, and the values of the
+// rows whose hash matches, compared.
+func (s *Service) Contains(ctx context.Context, q ContainsQuery) (*Found, error) {
+	f, err := s.catalog.Feature(ctx, q.EntityType, q.Feature, q.Version)
+	if err != nil {
+		return nil, err
+	}
+	encoded, err := s.encodeValues(f, q.Values)
+	if err != nil {
+		return nil, err
+	}
+	k := readKey{op: readFind, feature: f, entityID: q.EntityID, values: joinValues(encoded)}
+	if q.MinTimestamp != nil {
+		k.r.MinTimestamp = max(*q.MinTimestamp, 0)
+	}
+	res, err := s.load(ctx, k)
+	if errors.Is(err, store.ErrTooManyRows) {
+		return nil, fmt.Errorf("%w listContains of %s/%s: the list holds more than %d items from minTimestamp on, more than one search may look at (--max-count); narrow it with minTimestamp", errkind.Invalid, f.Key(), q.EntityID, s.limits.MaxCount)
+	}
+	if err != nil {
+		return nil, err
+	}
+	found := &Found{Feature: f, Items: make([]*store.Item, len(encoded))}
+	var shown []store.Item
+	for i, key := range res.found {
+		if key != "" {
+			found.Items[i] = &store.Item{Key: key, Timestamp: keys.ItemTimestamp(key), Value: encoded[i]}
+			shown = append(shown, *found.Items[i])
+		}
+	}
+	return found, s.charge(ctx, f, shown)
+}
+
+// WatchQuery asks for the items added to a list, from now on or since a
+// time (ns).
+type WatchQuery struct {
+	Ref
+	Since *int64
+}
+
+// Watch is a watch of a list: its items as they are added, of the feature
+// they belong to.
+type Watch struct {
+	Feature *store.Feature
+	*watch.Subscription
+}
+
+// Watch watches a list until ctx ends (see package watch).
+func (s *Service) Watch(ctx context.Context, q WatchQuery) (*Watch, error) {
+	f, err := s.catalog.Feature(ctx, q.EntityType, q.Feature, q.Version)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := s.hub.Subscribe(ctx, store.List{Feature: f, EntityID: q.EntityID}, q.Since)
+	if err != nil {
+		return nil, err
+	}
+	return &Watch{Feature: f, Subscription: sub}, nil
+}
