@@ -194,7 +194,7 @@ func newAuthenticator(cfg config, log *slog.Logger) (*auth.Authenticator, error)
 // schema if asked), else the embedded store in the data folder.
 func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger) (store.Store, error) {
 	if len(cfg.CQLHosts) == 0 {
-		s, err := embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute, Limits: cfg.StoreLimits})
+		s, err := embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute, Limits: cfg.StoreLimits, MeterProvider: tel.MeterProvider})
 		var inUse *embedded.InUseError
 		if errors.As(err, &inUse) {
 			return nil, fmt.Errorf("%w; stop it, or use --data-dir to name another folder", err)

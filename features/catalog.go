@@ -35,9 +35,10 @@ import (
 type id struct{ entityType, name, version string }
 
 type snapshot struct {
-	byID  map[id]*store.Feature
-	all   []*store.Feature // ordered by key
-	taken time.Time
+	byID       map[id]*store.Feature
+	all        []*store.Feature // ordered by key
+	taken      time.Time
+	generation uint64 // one more than the snapshot's before it
 }
 
 // Catalog is the in-memory view of the store's features.
@@ -137,6 +138,7 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 	}
 	for {
 		cur := c.snap.Load()
+		s.generation = cur.generation + 1
 		if !cur.taken.Before(taken) || c.snap.CompareAndSwap(cur, s) {
 			return nil
 		}
@@ -155,6 +157,15 @@ func (c *Catalog) refreshSafely(ctx context.Context) (err error) {
 	}()
 	return c.Refresh(ctx)
 }
+
+// Known returns a feature the snapshot holds, or nil; it never reads the
+// store.
+func (c *Catalog) Known(entityType, name, version string) *store.Feature {
+	return c.snap.Load().byID[id{entityType, name, version}]
+}
+
+// Generation changes whenever the snapshot does.
+func (c *Catalog) Generation() uint64 { return c.snap.Load().generation }
 
 // Age is how old the snapshot is.
 func (c *Catalog) Age() time.Duration { return c.now().Sub(c.snap.Load().taken) }

@@ -197,3 +197,24 @@ func TestInFlightComplexityIsBounded(t *testing.T) {
 	go func() { <-s.started }()
 	g.ok(big, nil, nil)
 }
+
+// The response bound counts the bytes written, escapes included: a page of
+// 1,000 values of 32 KB of "<", each written as \u003c, is refused, where
+// the stored bytes alone would fit.
+func TestResponseBytesCountEscapes(t *testing.T) {
+	page := store.Page{}
+	for i := range 1000 {
+		page.Items = append(page.Items, store.Item{Key: fmt.Sprintf("%019d#AAAAAAAAAAAAAAAAAAAAAA==", i), Timestamp: int64(i), Value: bytes.Repeat([]byte("<"), 32<<10)})
+	}
+	g := newGateway(t, pageStore{Store: embeddedStore(t), page: page})
+	g.createFeature("f", "STRING", 3600)
+	e := g.fails(`{ listItems(entityType: "$type", entityId: "u1", feature: "f", limit: 1000) { items { value } } }`, nil, "BAD_USER_INPUT", "--max-response-bytes")
+	if fmt.Sprint(e.Path) != "[listItems]" {
+		t.Fatalf("path %v", e.Path)
+	}
+	// 200 of them, 6.4 MB stored and 39 MB written, are refused too.
+	page.Items = page.Items[:200]
+	g = newGateway(t, pageStore{Store: embeddedStore(t), page: page})
+	g.createFeature("f", "STRING", 3600)
+	g.fails(`{ listItems(entityType: "$type", entityId: "u1", feature: "f", limit: 1000) { items { value } } }`, nil, "BAD_USER_INPUT", "--max-response-bytes")
+}

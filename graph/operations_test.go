@@ -1,7 +1,10 @@
 package graph_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,4 +254,61 @@ func TestComplexityOfNewFields(t *testing.T) {
 	var out struct{ AddListItemsBatch []struct{ Added int } }
 	g.ok(`mutation($adds: [ListAddInput!]!) { addListItemsBatch(adds: $adds) { added } }`, map[string]any{"adds": adds}, &out)
 	equal(t, "lists written under the default limits", len(out.AddListItemsBatch), 1000)
+}
+
+// scanCounter counts the counts and searches a store is asked for.
+type scanCounter struct {
+	store.Store
+	scans atomic.Int64
+}
+
+func (s *scanCounter) Count(ctx context.Context, l store.List, w store.Window, maxRows int) (int, error) {
+	s.scans.Add(1)
+	return s.Store.Count(ctx, l, w, maxRows)
+}
+
+func (s *scanCounter) Find(ctx context.Context, l store.List, values [][]byte, minTimestamp int64, maxRows int) ([]string, error) {
+	s.scans.Add(1)
+	return s.Store.Find(ctx, l, values, minTimestamp, maxRows)
+}
+
+// Complexity follows the rows a field may read, not only those it returns:
+// a count or a search may look at --max-count keys, so 100 of them in one
+// operation are refused before any runs; a page of a capped list below its
+// newest item ranks on the keys above it.
+func TestComplexityFollowsRowsRead(t *testing.T) {
+	s := &scanCounter{Store: embeddedStore(t)}
+	g := newGateway(t, s)
+	g.createFeature("f", "STRING", 3600)
+	ids := make([]string, 100)
+	for i := range ids {
+		ids[i] = fmt.Sprint("u", i)
+	}
+	for _, q := range []string{
+		`query($ids: [ID!]!) { entities(type: "$type", entityIds: $ids) { listCount(feature: "f") } }`,
+		`query($ids: [ID!]!) { entities(type: "$type", entityIds: $ids) { listContains(feature: "f", values: ["a"]) { value } } }`,
+	} {
+		e := g.fails(q, map[string]any{"ids": ids}, "BAD_USER_INPUT", "--max-complexity")
+		if !strings.Contains(e.Message, "complexity 1000") {
+			t.Errorf("%s: %s; want a complexity of 100 × (1 + 100,000 keys / 10)", q, e.Message)
+		}
+	}
+	if n := s.scans.Load(); n != 0 {
+		t.Fatalf("%d counts or searches ran", n)
+	}
+	// Ten of them fit.
+	g.ok(`query($ids: [ID!]!) { entities(type: "$type", entityIds: $ids) { listCount(feature: "f") } }`, map[string]any{"ids": ids[:9]}, nil)
+
+	g.ok(`mutation { createListFeature(input: {entityType: "$type", name: "capped", valueType: STRING, ttlSeconds: 3600, maxItems: 100000}) { key } }`, nil, nil)
+	page := func(n int, after string) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			fmt.Fprintf(&b, ` p%d: listItems(entityType: "$type", entityId: "u1", feature: "capped", limit: 1%s) { items { value } }`, i, after)
+		}
+		return b.String() + " }"
+	}
+	g.ok(page(100, ""), nil, nil) // from the newest item: a page's rows
+	g.ok(page(9, `, after: "0000000000000000001#AAAAAAAAAAAAAAAAAAAAAA=="`), nil, nil)
+	g.fails(page(10, `, after: "0000000000000000001#AAAAAAAAAAAAAAAAAAAAAA=="`), nil, "BAD_USER_INPUT", "--max-complexity")
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/operation"
+	"github.com/listgate/listgate/store"
 )
 
 // complexityLimit refuses an operation whose complexity passes max before
@@ -91,11 +92,12 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 // measure gives an operation's complexity, and whether it reads one list
 // at most (readsOnce). An operation whose figures do not depend on its
 // variables (the arguments that set a cost are literals, and it has no
-// directives and no introspection) is measured once: its document comes
-// from the parsed-query cache, the same for every request of the same
-// text, and the figures are kept with it.
+// directives and no introspection) is measured once per catalog snapshot:
+// its document comes from the parsed-query cache, the same for every
+// request of the same text, and the figures are kept with it.
 func (c *complexityLimit) measure(oc *graphql.OperationContext) (int, bool, *gqlerror.Error) {
-	if m, ok := c.measured.get(oc.Operation); ok {
+	generation := c.lists.CatalogGeneration()
+	if m, ok := c.measured.get(oc.Operation); ok && m.generation == generation {
 		return m.total, m.once, nil
 	}
 	varies := strings.Contains(oc.RawQuery, "@") // @skip, @include: fields by variables
@@ -117,7 +119,7 @@ func (c *complexityLimit) measure(oc *graphql.OperationContext) (int, bool, *gql
 	}
 	once := readsOnce(oc)
 	if !varies {
-		c.measured.add(oc.Operation, measured{total, once})
+		c.measured.add(oc.Operation, measured{total, once, generation})
 	}
 	return total, once, nil
 }
@@ -136,6 +138,9 @@ func rootType(op ast.Operation) string {
 type measured struct {
 	total int
 	once  bool
+	// generation is the catalog's when it was measured: a page's cost
+	// follows its feature's cap.
+	generation uint64
 }
 
 // measuredOps keeps the figures of the operations measured last, by
@@ -176,10 +181,11 @@ func (m *measuredOps) add(op *ast.OperationDefinition, v measured) {
 // leaves the rest to gqlgen. Introspection fields are left to
 // introspectionWalk.
 type costWalk struct {
-	oc     *graphql.OperationContext
-	schema *ast.Schema
-	lists  *lists.Service
-	varies *bool // set when a cost or a bound was read from a variable
+	oc         *graphql.OperationContext
+	schema     *ast.Schema
+	lists      *lists.Service
+	varies     *bool  // set when a cost or a bound was read from a variable
+	entityType string // of the entities whose fields are walked
 }
 
 // fieldCosts is a path of fields, each with its cost, from the costliest
@@ -223,7 +229,11 @@ func (w costWalk) walk(sel ast.SelectionSet, typeName string, path ast.Path) (in
 			continue
 		}
 		fpath := append(slices.Clip(path), ast.PathName(f.Alias))
-		child, below, err := w.walk(f.Selections, fd.Type.Name(), fpath)
+		below := w
+		if field := typeName + "." + f.Name; field == "Query.entity" || field == "Query.entities" {
+			below.entityType, _ = w.arg(f.Field, "type").(string) // the entity type of its lists
+		}
+		child, belowCosts, err := below.walk(f.Selections, fd.Type.Name(), fpath)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -233,18 +243,29 @@ func (w costWalk) walk(sel ast.SelectionSet, typeName string, path ast.Path) (in
 		}
 		total += cost
 		if cost > 1 && (len(costliest) == 0 || cost > costliest[0].cost) {
-			costliest = append(fieldCosts{{f.Alias, cost}}, below...)
+			costliest = append(fieldCosts{{f.Alias, cost}}, belowCosts...)
 		}
 	}
 	return total, costliest, nil
 }
 
+// keyRowsPerPoint prices the rows a read looks at for their keys alone,
+// and the rows a removal deletes: this many cost as much as one field of
+// an item returned (a count of 100,000 keys took about 100 times a
+// 100-item page, on Cassandra and the embedded store alike).
+const keyRowsPerPoint = 10
+
 // fieldCost is the cost of a field whose children cost child, after the
-// lists service's bounds on its arguments: a page costs its items'
-// fields (limit, default 100), a count as much as a default page (its
-// keys), a search its values' items, entities their lists, an add its
-// items.
+// lists service's bounds on its arguments. The cost follows the rows a
+// field may read: a page costs its items' fields (limit, default 100),
+// plus the keys it may look at beyond them (a distinct page, a page of a
+// feature created again, a capped list's page below its newest item); a
+// count, a search or a removal the keys it may look at (--max-count), a
+// search its items too, a removal what it deletes; entities their lists;
+// an add its items.
 func (w costWalk) fieldCost(field string, f *ast.Field, child int) (int, error) {
+	limits := w.lists.Limits()
+	keys := func(rows int) int { return (rows + keyRowsPerPoint - 1) / keyRowsPerPoint }
 	switch field {
 	case "Query.listItems", "Entity.list":
 		limit := lists.DefaultLimit
@@ -254,9 +275,18 @@ func (w costWalk) fieldCost(field string, f *ast.Field, child int) (int, error) 
 			}
 			limit = n
 		}
-		return 1 + child*limit, nil
+		cost := 1 + child*limit
+		feature := w.feature(field, f)
+		distinct, _ := w.arg(f, "distinct").(bool)
+		if distinct || (feature != nil && feature.ItemsSince != 0) {
+			cost += keys(limit * limits.MaxScanFactor)
+		}
+		if feature != nil && feature.MaxItems > 0 && (w.arg(f, "after") != nil || w.arg(f, "maxTimestamp") != nil) {
+			cost += keys(feature.MaxItems) // ranked from the newest item
+		}
+		return cost, nil
 	case "Query.listCount", "Entity.listCount":
-		return 1 + lists.DefaultLimit, nil
+		return 1 + keys(limits.MaxCount), nil
 	case "Query.entities":
 		ids := asList(w.arg(f, "entityIds"))
 		if len(ids) > 0 {
@@ -271,15 +301,18 @@ func (w costWalk) fieldCost(field string, f *ast.Field, child int) (int, error) 
 			}
 		}
 		return 1 + child*max(1, len(ids)), nil
-	case "Entity.listContains", "Mutation.removeListItemsWithValues":
-		vs := asList(w.arg(f, "values"))
-		if err := w.lists.CheckValueCount(len(vs)); err != nil {
-			return 0, err
+	case "Entity.listContains", "Mutation.removeListItemsWithValues", "Mutation.removeListItemsWithValue":
+		n := 1
+		if field != "Mutation.removeListItemsWithValue" {
+			n = len(asList(w.arg(f, "values")))
+			if err := w.lists.CheckValueCount(n); err != nil {
+				return 0, err
+			}
 		}
 		if field == "Entity.listContains" {
-			return 1 + child*len(vs), nil
+			return 1 + child*n + keys(limits.MaxCount), nil
 		}
-		return 1 + child + len(vs), nil
+		return 1 + child + n + 2*keys(limits.MaxCount), nil // the keys looked at, and the rows deleted
 	case "Mutation.addListItems":
 		return 1 + child + len(asList(w.arg(f, "items"))), nil
 	case "Mutation.addListItemsBatch":
@@ -297,6 +330,18 @@ func (w costWalk) fieldCost(field string, f *ast.Field, child int) (int, error) 
 		return cost, nil
 	}
 	return 1 + child, nil
+}
+
+// feature is the feature a page reads, as the catalog's snapshot knows it
+// (nil when it does not: the read finds out).
+func (w costWalk) feature(field string, f *ast.Field) *store.Feature {
+	entityType := w.entityType
+	if field == "Query.listItems" {
+		entityType, _ = w.arg(f, "entityType").(string)
+	}
+	name, _ := w.arg(f, "feature").(string)
+	version, _ := w.arg(f, "version").(string)
+	return w.lists.Known(entityType, name, version)
 }
 
 // arg is the value of a field's argument as GraphQL gives it (numbers from

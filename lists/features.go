@@ -31,6 +31,15 @@ func (s *Service) Feature(ctx context.Context, entityType, name, version string)
 	return f, err
 }
 
+// Known returns a feature the catalog's snapshot holds, or nil, without
+// reading the store: what guards price a read by.
+func (s *Service) Known(entityType, name, version string) *store.Feature {
+	return s.catalog.Known(entityType, name, version)
+}
+
+// CatalogGeneration changes whenever the catalog's snapshot does.
+func (s *Service) CatalogGeneration() uint64 { return s.catalog.Generation() }
+
 // CreateFeature creates a feature. While a mutation operation is checked,
 // it checks f against the catalog and the features created before it.
 func (s *Service) CreateFeature(ctx context.Context, f store.Feature) (store.Feature, error) {

@@ -32,6 +32,9 @@ const DefaultLimit = 100
 // The bounds of the arguments of a call, each its own check, so that the
 // GraphQL edge can apply them before it estimates what a request costs.
 
+// Limits are the service's bounds.
+func (s *Service) Limits() Limits { return s.limits }
+
 // CheckLimit checks the limit of a page.
 func (s *Service) CheckLimit(limit int) error {
 	if limit < 1 || limit > s.limits.MaxListLimit {

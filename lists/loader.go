@@ -15,6 +15,7 @@ import (
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/values"
 )
 
 // LoaderConfig tunes the per-operation page loader.
@@ -207,20 +208,18 @@ func (s *Service) charge(ctx context.Context, f *store.Feature, items []store.It
 	return nil
 }
 
-// itemsBytes estimates what items add to a response.
+// itemsBytes is what items add to a response: their values as written,
+// escapes included, their cursors, and the rest of each item.
 func itemsBytes(f *store.Feature, items []store.Item) int {
 	size := 0
 	for _, it := range items {
-		size += itemBytes + len(it.Key) + len(it.Value)
-	}
-	if f.ValueType == store.Bytes {
-		size += size / 3 // base64
+		size += itemBytes + len(it.Key) + values.WrittenLen(f.ValueType, it.Value)
 	}
 	return size
 }
 
-// itemBytes is what an item adds to a response beyond its key and value:
-// field names, timestamps, quotes.
+// itemBytes is what an item adds to a response beyond its cursor and
+// value: field names, timestamps, quotes.
 const itemBytes = 96
 
 func (s *Service) tooLarge(f *store.Feature) error {

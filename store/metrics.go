@@ -110,3 +110,35 @@ func (s *instrumented) RemoveAll(ctx context.Context, l List) error {
 	s.done(ctx, "remove_all", start, err)
 	return err
 }
+
+// RowMeter counts the rows backends read, by whether they carried values:
+// listgate_list_rows_read_total{values="true"|"false"}. Rows read for
+// their keys alone are cheap; rows read with values are what a read costs.
+type RowMeter struct {
+	c            metric.Int64Counter
+	keys, values metric.AddOption
+}
+
+// NewRowMeter makes the counter; a nil *RowMeter counts nothing.
+func NewRowMeter(mp metric.MeterProvider) (*RowMeter, error) {
+	c, err := mp.Meter("github.com/listgate/listgate/store").Int64Counter("listgate.list.rows.read",
+		metric.WithDescription("Rows the store read, by whether with their values (a read looks at keys first when it may leave rows out)."))
+	if err != nil {
+		return nil, err
+	}
+	return &RowMeter{c: c,
+		keys:   metric.WithAttributeSet(attribute.NewSet(attribute.Bool("values", false))),
+		values: metric.WithAttributeSet(attribute.NewSet(attribute.Bool("values", true)))}, nil
+}
+
+// Read counts n rows read, with their values or not.
+func (m *RowMeter) Read(ctx context.Context, n int, values bool) {
+	if m == nil || n == 0 {
+		return
+	}
+	if values {
+		m.c.Add(ctx, int64(n), m.values)
+	} else {
+		m.c.Add(ctx, int64(n), m.keys)
+	}
+}

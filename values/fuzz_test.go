@@ -178,8 +178,10 @@ func FuzzCheckNumber(f *testing.F) {
 }
 
 // Check never passes bytes that AppendJSON would turn into invalid JSON.
+// What Check passes, AppendJSON writes as valid JSON, and WrittenLen is
+// the length of that JSON once HTML-escaped as a response is.
 func FuzzCheck(f *testing.F) {
-	for _, s := range []string{"1", "1.5", "true", "{}", "\xff", "NaN", "[1,"} {
+	for _, s := range []string{"1", "1.5", "true", "{}", "\xff", "NaN", "[1,", `"<a&b>"`, "x\u2028y\u2029\x00\x1f\"\\\n", "9007199254740993"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -187,8 +189,14 @@ func FuzzCheck(f *testing.F) {
 			if Check(typ, b) != nil {
 				continue
 			}
-			if out := AppendJSON(nil, typ, b); !json.Valid(out) {
+			out := AppendJSON(nil, typ, b)
+			if !json.Valid(out) {
 				t.Fatalf("%s: Check passed %q but AppendJSON wrote %q", typ, b, out)
+			}
+			var escaped bytes.Buffer
+			json.HTMLEscape(&escaped, out)
+			if n := WrittenLen(typ, b); n != escaped.Len() {
+				t.Fatalf("%s %q: WrittenLen %d, written %d (%q)", typ, b, n, escaped.Len(), escaped.Bytes())
 			}
 		}
 	})

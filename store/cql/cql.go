@@ -84,6 +84,7 @@ type Store struct {
 	stmt    statements
 	// batchType is how AddItems batches; see there.
 	batchType gocql.BatchType
+	rows      *store.RowMeter
 }
 
 var _ store.Store = (*Store)(nil)
@@ -183,7 +184,12 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	if err != nil {
 		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %v", errkind.Unavailable, strings.Join(cfg.Hosts, ","), err)
 	}
-	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace), batchType: gocql.LoggedBatch}
+	rows, err := store.NewRowMeter(cfg.MeterProvider)
+	if err != nil {
+		session.Close()
+		return nil, err
+	}
+	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace), batchType: gocql.LoggedBatch, rows: rows}
 	if s.now == nil {
 		s.now = time.Now
 	}

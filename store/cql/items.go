@@ -43,12 +43,15 @@ func (s *Store) scanner(l store.List) store.Scanner {
 		if sc.WriteTimes {
 			dest = append(dest, &row.WriteTime)
 		}
+		n := 0
+		defer func() { s.rows.Read(ctx, n, sc.Values) }()
 		for scanner.Next() {
 			row = store.Row{}
 			if err := scanner.Scan(dest...); err != nil {
 				_ = iter.Close()
 				return classify("reading list items", err)
 			}
+			n++
 			if !fn(row) {
 				break
 			}
@@ -64,12 +67,15 @@ func (s *Store) fetcher(l store.List) store.Fetcher {
 		iter := s.session.Query(s.stmt.fetchItems, l.Feature.Key(), l.EntityID, ks).
 			WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
 		scanner := iter.Scanner()
+		n := 0
+		defer func() { s.rows.Read(ctx, n, true) }()
 		for scanner.Next() {
 			var row store.Row
 			if err := scanner.Scan(&row.Key, &row.Value); err != nil {
 				_ = iter.Close()
 				return classify("reading list items", err)
 			}
+			n++
 			if !fn(row) {
 				break
 			}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
@@ -50,6 +51,8 @@ type Config struct {
 	Limits        store.Limits
 	// Now is the clock used for TTLs; time.Now when nil.
 	Now func() time.Time
+	// MeterProvider takes the store's metrics (none when nil).
+	MeterProvider metric.MeterProvider
 }
 
 // Store is a store.Store on Pebble.
@@ -61,6 +64,7 @@ type Store struct {
 	stop   chan struct{}
 	done   sync.WaitGroup
 	closed sync.Once
+	rows   *store.RowMeter
 }
 
 var _ store.Store = (*Store)(nil)
@@ -80,6 +84,12 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if s.cfg.Limits == (store.Limits{}) {
 		s.cfg.Limits = store.DefaultLimits
+	}
+	if cfg.MeterProvider != nil {
+		if s.rows, err = store.NewRowMeter(cfg.MeterProvider); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	if cfg.SweepInterval > 0 {
 		s.done.Add(1)
@@ -208,6 +218,7 @@ func (s *Store) scanner(l store.List) store.Scanner {
 			first, next = it.First, it.Next
 		}
 		looked := 0
+		defer func() { s.rows.Read(ctx, n, sc.Values) }()
 		for ok := first(); ok && n < sc.Limit; ok = next() {
 			if looked%checkEvery == 0 && ctx.Err() != nil {
 				return ctx.Err()
@@ -239,6 +250,8 @@ func (s *Store) fetcher(l store.List) store.Fetcher {
 	return func(ctx context.Context, ks []string, fn func(store.Row) bool) error {
 		p := partition(l)
 		now := s.now().Unix()
+		n := 0
+		defer func() { s.rows.Read(ctx, n, true) }()
 		for _, k := range ks {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -253,7 +266,11 @@ func (s *Store) fetcher(l store.List) store.Fetcher {
 			live := expiryOf(v) > now
 			row := store.Row{Key: k, Value: bytes.Clone(v[8:])}
 			closer.Close()
-			if live && !fn(row) {
+			if !live {
+				continue
+			}
+			n++
+			if !fn(row) {
 				break
 			}
 		}
