@@ -51,7 +51,7 @@ func errorPresenter(log *slog.Logger, onRefused func(context.Context, error)) gr
 				code = c // automatic persisted query clients rely on this code
 			}
 		case CodeBadUserInput:
-			if errors.As(err, &intErr) || errors.As(err, &numErr) {
+			if errors.As(err, &intErr) || errors.As(err, &numErr) || errors.Is(err, errkind.Coercion) {
 				// An argument gqlgen could not coerce: name it.
 				if n := len(gqlErr.Path); n > 0 {
 					message = fmt.Sprintf("%v: %s", gqlErr.Path[n-1], message)

@@ -12,6 +12,9 @@ import (
 var (
 	// Invalid: the input can never succeed as given. Nothing was written.
 	Invalid = errors.New("invalid")
+	// Coercion is an Invalid argument GraphQL could not coerce to its
+	// type; the error presenter names the argument.
+	Coercion = fmt.Errorf("%w", Invalid)
 	// Malformed: the request itself is not one the gateway reads (not
 	// JSON, a wrong content type or method). Nothing was run.
 	Malformed = errors.New("malformed request")

@@ -56,7 +56,10 @@ func TestInputThatWouldChangeIsRefused(t *testing.T) {
 		{"tenth fractional digit", `mutation { addListItems(list: {entityType: "$type", entityId: "u1", feature: "f"}, items: [{value: "x", timestamp: "2001-09-09T01:46:40.1234567891Z"}]) { added } }`, "9 fractional digits"},
 		{"ttlSeconds past 32 bits", `mutation { createListFeature(input: {entityType: "$type", name: "g", valueType: STRING, ttlSeconds: 36028797019050368}) { key } }`, "ttlSeconds"},
 		{"version ttlSeconds past 32 bits", `mutation { createListFeatureVersion(entityType: "$type", name: "f", version: "v2", ttlSeconds: 36028797018963973) { key } }`, "ttlSeconds"},
-		{"limit past 32 bits", `{ listItems(entityType: "$type", entityId: "u1", feature: "f", limit: 4294967297) { hasMore } }`, "limit"},
+		{"limit past 32 bits", `{ listItems(entityType: "$type", entityId: "u1", feature: "f", limit: 4294967297) { hasMore } }`, "limit 4294967297"},
+		{"a cap of 0", `mutation { createListFeature(input: {entityType: "$type", name: "c", valueType: STRING, ttlSeconds: 60, maxItems: 0}) { key } }`, "maxItems 0: must be from 1"},
+		{"an enum literal in a value", `mutation { addListItems(list: {entityType: "$type", entityId: "u1", feature: "f"}, items: [{value: FOO}]) { added } }`, "an enum literal is not a JSON value"},
+		{"an enum literal inside a JSON value", `mutation { addListItems(list: {entityType: "$type", entityId: "u1", feature: "f"}, items: [{value: {a: [BAR]}}]) { added } }`, "BAR: an enum literal"},
 		{"integer literal past 64 bits", `mutation { addListItems(list: {entityType: "$type", entityId: "u1", feature: "f"}, items: [{value: 18446744073709551617}]) { added } }`, "64 bits"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -88,6 +91,19 @@ func TestInputThatWouldChangeIsRefused(t *testing.T) {
 		if status != http.StatusOK || len(errs) != 1 || !strings.Contains(errs[0].Message, c.says) {
 			t.Errorf("variable %s for %s: HTTP %d, errors %+v; want one saying %q", c.variable, c.feature, status, errs, c.says)
 		}
+	}
+	// Int arguments are coerced as the spec says: no strings, no
+	// fractions; an error quotes what was sent.
+	read := `{"query": "query($n: Int) { listItems(entityType: \"$type\", entityId: \"u1\", feature: \"f\", limit: $n) { hasMore } }", "variables": {"n": %s}}`
+	for _, c := range []struct{ value, says string }{{`"2"`, `Int "2": a string`}, {`1.0`, "Int 1.0: not an integer"}, {`4294967297`, "limit 4294967297"}} {
+		if status, errs := g.raw(strings.Replace(read, "%s", c.value, 1)); len(errs) != 1 || errs[0].Extensions.Code != "BAD_USER_INPUT" || !strings.Contains(errs[0].Message, c.says) {
+			t.Errorf("limit %s: HTTP %d %+v; want BAD_USER_INPUT saying %q", c.value, status, errs, c.says)
+		}
+	}
+	// BYTES are standard base64 in one spelling: no line breaks.
+	g.createFeature("b", "BYTES", 3600)
+	if status, errs := g.raw(`{"query": "mutation { addListItems(list: {entityType: \"$type\", entityId: \"u1\", feature: \"b\"}, items: [{value: \"AA==\\n\"}]) { added } }"}`); len(errs) != 1 || !strings.Contains(errs[0].Message, "without line breaks") {
+		t.Errorf("BYTES with a line break: HTTP %d %+v", status, errs)
 	}
 	equal(t, "INT list", len(g.listItems("u1", "n", nil).Items), 0)
 	equal(t, "FLOAT list", len(g.listItems("u1", "x", nil).Items), 0)

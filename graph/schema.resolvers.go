@@ -42,7 +42,11 @@ func (r *entityResolver) ListContains(ctx context.Context, obj *model.Entity, fe
 
 // CreateListFeature is the resolver for the createListFeature field.
 func (r *mutationResolver) CreateListFeature(ctx context.Context, input model.CreateListFeatureInput) (*model.ListFeature, error) {
-	f, err := r.lists.CreateFeature(ctx, input.Feature())
+	in, err := input.Feature()
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.lists.CreateFeature(ctx, in)
 	if err != nil {
 		return nil, err
 	}

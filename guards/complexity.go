@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -273,7 +272,7 @@ func (w costWalk) fieldCost(field string, f *ast.Field, child int) (int, error) 
 			if err := w.lists.CheckLimit(n); err != nil {
 				return 0, err
 			}
-			limit = n
+			limit = int(n)
 		}
 		cost := 1 + child*limit
 		feature := w.feature(field, f)
@@ -382,18 +381,19 @@ func asList(v any) []any {
 	return []any{v}
 }
 
-// intArg reads an integer argument.
-func intArg(v any) (int, bool) {
+// intArg reads an integer argument, as it was sent (gqlgen's coercion
+// refuses it later if it is not a 32-bit Int).
+func intArg(v any) (int64, bool) {
 	switch n := v.(type) {
 	case int:
-		return n, true
+		return int64(n), true
 	case int32:
-		return int(n), true
+		return int64(n), true
 	case int64:
-		return int(max(min(n, math.MaxInt32), math.MinInt32)), true
+		return n, true
 	case json.Number:
 		i, err := n.Int64()
-		return int(max(min(i, math.MaxInt32), math.MinInt32)), err == nil
+		return i, err == nil
 	}
 	return 0, false
 }

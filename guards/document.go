@@ -2,6 +2,7 @@ package guards
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -41,19 +42,50 @@ var _ interface {
 func (documentLimits) ExtensionName() string                   { return "DocumentLimits" }
 func (documentLimits) Validate(graphql.ExecutableSchema) error { return nil }
 
-func (d documentLimits) MutateOperationParameters(_ context.Context, p *graphql.RawParams) *gqlerror.Error {
-	if p.Query == "" || d.cache.has(p.Query) {
+func (d documentLimits) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
+	if p.Query == "" {
 		return nil
 	}
-	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: p.Query}, d.maxTokens)
-	if err != nil {
-		if e, ok := err.(*gqlerror.Error); ok && e.Message == fmt.Sprintf("exceeded token limit of %d", d.maxTokens) {
-			return gqlerror.WrapPath(nil, fmt.Errorf("%w query: more than %d tokens (--max-tokens)", errkind.Invalid, d.maxTokens))
+	doc, cached := d.cache.Get(ctx, p.Query)
+	if !cached {
+		var err error
+		doc, err = parser.ParseQueryWithTokenLimit(&ast.Source{Input: p.Query}, d.maxTokens)
+		if err != nil {
+			if e, ok := err.(*gqlerror.Error); ok && e.Message == fmt.Sprintf("exceeded token limit of %d", d.maxTokens) {
+				return gqlerror.WrapPath(nil, fmt.Errorf("%w query: more than %d tokens (--max-tokens)", errkind.Invalid, d.maxTokens))
+			}
+			return nil // gqlgen's own parse reports it, with its position
 		}
-		return nil // gqlgen's own parse reports it, with its position
+		if n := expandedFields(doc, d.maxFields); n > d.maxFields {
+			return gqlerror.WrapPath(nil, fmt.Errorf("%w query: more than %d fields once its fragments are expanded (--max-fields)", errkind.Invalid, d.maxFields))
+		}
 	}
-	if n := expandedFields(doc, d.maxFields); n > d.maxFields {
-		return gqlerror.WrapPath(nil, fmt.Errorf("%w query: more than %d fields once its fragments are expanded (--max-fields)", errkind.Invalid, d.maxFields))
+	return numberVariables(doc, p)
+}
+
+// numberVariables refuses, quoting it, a number sent for an Int variable
+// that is not an integer (1.0), or for a Float one that no float64 holds
+// (1e400): gqlparser refuses them too, but names a value never sent.
+func numberVariables(doc *ast.QueryDocument, p *graphql.RawParams) *gqlerror.Error {
+	op := doc.Operations.ForName(p.OperationName)
+	if op == nil {
+		return nil
+	}
+	for _, v := range op.VariableDefinitions {
+		n, ok := p.Variables[v.Variable].(json.Number)
+		if !ok || v.Type.Elem != nil {
+			continue
+		}
+		switch v.Type.NamedType {
+		case "Int":
+			if _, err := n.Int64(); err != nil {
+				return gqlerror.WrapPath(ast.Path{ast.PathName("variable"), ast.PathName(v.Variable)}, fmt.Errorf("%w Int %s: not an integer; send a number without fraction or exponent", errkind.Invalid, n))
+			}
+		case "Float":
+			if _, err := n.Float64(); err != nil {
+				return gqlerror.WrapPath(ast.Path{ast.PathName("variable"), ast.PathName(v.Variable)}, fmt.Errorf("%w Float %s: no 64-bit float holds it", errkind.Invalid, n))
+			}
+		}
 	}
 	return nil
 }
@@ -169,10 +201,4 @@ func (c *Cache[T]) Add(_ context.Context, key string, value T) {
 	for c.bytes > c.max {
 		c.lru.RemoveOldest()
 	}
-}
-
-func (c *Cache[T]) has(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lru.Contains(key)
 }

@@ -25,8 +25,10 @@ var surrogateEscape = regexp.MustCompile(`\\u[dD][89a-fA-F][0-9a-fA-F]{2}`)
 
 // exactLiterals refuses literals that the parser would change without a
 // word: integers beyond 64 bits, numbers a 64-bit float cannot hold
-// exactly, and surrogate escapes. Variables follow the same rules in
-// values.Encode, so a value means the same written either way.
+// exactly, surrogate escapes, and enum literals where no enum is expected
+// (inside a ListValue, a bare FOO would be stored as the string "FOO").
+// Variables follow the same rules in values.Encode, so a value means the
+// same written either way.
 func exactLiterals(observers *core.Events, addError core.AddErrFunc) {
 	checkedSource := false
 	observers.OnOperation(func(_ *core.Walker, op *ast.OperationDefinition) {
@@ -47,6 +49,10 @@ func exactLiterals(observers *core.Events, addError core.AddErrFunc) {
 		case ast.FloatValue:
 			if err := values.CheckNumber(v.Raw); err != nil {
 				addError(core.Message("%v", err), core.At(v.Position))
+			}
+		case ast.EnumValue:
+			if v.Definition == nil || v.Definition.Kind != ast.Enum {
+				addError(core.Message("%s: an enum literal is not a JSON value; write a string in quotes (\"%s\")", v.Raw, v.Raw), core.At(v.Position))
 			}
 		}
 	})

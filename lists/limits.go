@@ -35,9 +35,9 @@ const DefaultLimit = 100
 // Limits are the service's bounds.
 func (s *Service) Limits() Limits { return s.limits }
 
-// CheckLimit checks the limit of a page.
-func (s *Service) CheckLimit(limit int) error {
-	if limit < 1 || limit > s.limits.MaxListLimit {
+// CheckLimit checks the limit of a page, as it was sent.
+func (s *Service) CheckLimit(limit int64) error {
+	if limit < 1 || limit > int64(s.limits.MaxListLimit) {
 		return fmt.Errorf("%w limit %d: must be from 1 to %d (--max-list-limit)", errkind.Invalid, limit, s.limits.MaxListLimit)
 	}
 	return nil

@@ -64,7 +64,7 @@ func (s *Service) Page(ctx context.Context, q PageQuery) (*Page, error) {
 	if q.Limit != nil {
 		rg.Limit = *q.Limit
 	}
-	if err := s.CheckLimit(rg.Limit); err != nil {
+	if err := s.CheckLimit(int64(rg.Limit)); err != nil {
 		return nil, err
 	}
 	rg.MaxScan = rg.Limit * s.limits.MaxScanFactor

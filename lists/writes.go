@@ -63,6 +63,12 @@ func (s *Service) AddBatch(ctx context.Context, adds []ListAdd) ([]BatchResult, 
 	}
 	results := make([]BatchResult, len(writes))
 	s.workers.each(len(writes), s.loader.cfg.Concurrency, func(i int) {
+		// On a worker, a panic would end the process: it fails its list.
+		defer func() {
+			if p := recover(); p != nil {
+				results[i] = BatchResult{Err: s.loader.onPanic(ctx, p)}
+			}
+		}()
 		res, err := s.store.AddItems(ctx, writes[i].l, writes[i].items)
 		results[i] = BatchResult{AddResult: res, Err: err}
 	})

@@ -401,7 +401,7 @@ type Mutation {
   createListFeature(input: CreateListFeatureInput!): ListFeature @scope(requires: "features:admin")
   """
   Creates another version of an existing feature, with its value type and, unless
-  given, the TTL, description and cap of its newest version.
+  given, the TTL, description and cap of its newest version (maxItems: 0 for none).
   """
   createListFeatureVersion(entityType: String!, name: String!, version: String!, ttlSeconds: Int, description: String, maxItems: Int): ListFeature @scope(requires: "features:admin")
   "Deletes every version of a feature; returns how many. Items expire by their TTL."
@@ -5322,13 +5322,13 @@ func (ec *executionContext) marshalNID2ᚕstringᚄ(ctx context.Context, sel ast
 }
 
 func (ec *executionContext) unmarshalNInt2int32(ctx context.Context, v any) (int32, error) {
-	res, err := graphql.UnmarshalInt32(v)
+	res, err := model.UnmarshalInt32(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNInt2int32(ctx context.Context, sel ast.SelectionSet, v int32) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalInt32(v)
+	res := model.MarshalInt32(v)
 	if res == graphql.Null {
 		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
 			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
@@ -5706,7 +5706,7 @@ func (ec *executionContext) unmarshalOInt2ᚖint32(ctx context.Context, v any) (
 	if v == nil {
 		return nil, nil
 	}
-	res, err := graphql.UnmarshalInt32(v)
+	res, err := model.UnmarshalInt32(v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -5716,7 +5716,7 @@ func (ec *executionContext) marshalOInt2ᚖint32(ctx context.Context, sel ast.Se
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalInt32(*v)
+	res := model.MarshalInt32(*v)
 	return res
 }
 

@@ -186,12 +186,16 @@ func VersionChanges(ttlSeconds *int32, description *string, maxItems *int32) fea
 	return ch
 }
 
-// Feature is the feature to create.
-func (in CreateListFeatureInput) Feature() store.Feature {
+// Feature is the feature to create. A cap is 1 or more, or left out: 0
+// would read as no cap.
+func (in CreateListFeatureInput) Feature() (store.Feature, error) {
+	if in.MaxItems != nil && *in.MaxItems == 0 {
+		return store.Feature{}, fmt.Errorf("%w maxItems 0: must be from 1 to %d, or left out for no cap", errkind.Invalid, store.MaxMaxItems)
+	}
 	return store.Feature{
 		EntityType: in.EntityType, Name: in.Name, Version: deref(in.Version), ValueType: in.ValueType,
 		TTL: time.Duration(in.TTLSeconds) * time.Second, Description: deref(in.Description), MaxItems: int(deref(in.MaxItems)),
-	}
+	}, nil
 }
 
 // TTL is a TTL argument in seconds as a duration.

@@ -130,11 +130,11 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	}
 	boundary := ""
 	if store.ShouldTrim(l.Feature, len(writes)) {
-		top, err := store.NewestKeys(ctx, l, s.scanner(l))
-		if err != nil {
-			return store.AddResult{}, err
+		// A trim is optional: a list past its cap reads right (reads rank),
+		// and the next add trims it. One whose read fails leaves it.
+		if top, err := store.NewestKeys(ctx, l, s.scanner(l)); err == nil {
+			boundary = store.TrimBoundary(l.Feature, top, writes)
 		}
-		boundary = store.TrimBoundary(l.Feature, top, writes)
 	}
 	fk := l.Feature.Key()
 	// Logged, though no safer for it: all entries are in one partition, one

@@ -329,15 +329,15 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 		}
 	}
 	if store.ShouldTrim(l.Feature, len(writes)) {
-		top, err := store.NewestKeys(ctx, l, s.scanner(l))
-		if err != nil {
-			return store.AddResult{}, err
-		}
-		if boundary := store.TrimBoundary(l.Feature, top, writes); boundary != "" {
-			// After the sets in the batch, so it drops the new items
-			// past the cap too. Their sweep entries find nothing.
-			if err := b.DeleteRange(p, append(bytes.Clone(p), boundary...), nil); err != nil {
-				return store.AddResult{}, err
+		// A trim is optional: a list past its cap reads right (reads rank),
+		// and the next add trims it. One whose read fails leaves it.
+		if top, err := store.NewestKeys(ctx, l, s.scanner(l)); err == nil {
+			if boundary := store.TrimBoundary(l.Feature, top, writes); boundary != "" {
+				// After the sets in the batch, so it drops the new items
+				// past the cap too. Their sweep entries find nothing.
+				if err := b.DeleteRange(p, append(bytes.Clone(p), boundary...), nil); err != nil {
+					return store.AddResult{}, err
+				}
 			}
 		}
 	}
