@@ -51,6 +51,7 @@ type config struct {
 	Migrate             bool
 	CQLReplication      string
 	FeatureRefresh      time.Duration
+	FeatureStaleness    time.Duration
 	Loader              lists.LoaderConfig
 	Limits              endpoint.Limits
 	Subscriptions       endpoint.Subscriptions
@@ -148,7 +149,8 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.IntVar(&c.CQLConnections, "cql-connections", 2, "connections per host (per shard on ScyllaDB)")
 	fs.BoolVar(&c.Migrate, "migrate", false, "create the keyspace, tables and indexes that are missing, then serve")
 	fs.StringVar(&c.CQLReplication, "cql-replication", cql.DefaultSchema().Replication, "keyspace replication map used by --migrate")
-	fs.DurationVar(&c.FeatureRefresh, "feature-refresh", 10*time.Second, "how often the feature catalog is reloaded")
+	fs.DurationVar(&c.FeatureRefresh, "feature-refresh", 10*time.Second, "how often the feature catalog is reloaded (at most a third of --feature-staleness)")
+	fs.DurationVar(&c.FeatureStaleness, "feature-staleness", features.DefaultStaleness, "how old the feature catalog may be and still be served, the same on every gateway of a fleet: past it lists are refused (UNAVAILABLE); a deleted feature may still be served this long through a gateway that has not reloaded, and one re-created with another value type or cap waits this long (and 5 s of clock skew) after its deletion")
 	fs.DurationVar(&c.Loader.Wait, "loader-wait", lists.DefaultLoaderConfig.Wait, "how long the list loader gathers keys before a batch runs")
 	fs.IntVar(&c.Loader.MaxBatch, "loader-max-batch", lists.DefaultLoaderConfig.MaxBatch, "keys that make the list loader run a batch at once")
 	fs.IntVar(&c.Loader.Concurrency, "loader-concurrency", lists.DefaultLoaderConfig.Concurrency, "queries one loader batch runs at once")
@@ -305,8 +307,8 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--cql-write-consistency: %w", err)
 	}
 	switch {
-	case c.FeatureRefresh <= 0 || c.FeatureRefresh > features.MaxRefreshInterval:
-		return c, fmt.Errorf("--feature-refresh %v: must be above 0 and at most %v, so deleted features stay deleted on every replica", c.FeatureRefresh, features.MaxRefreshInterval)
+	case c.FeatureRefresh <= 0 || c.FeatureRefresh > c.FeatureStaleness/3:
+		return c, fmt.Errorf("--feature-refresh %v: must be above 0 and at most a third of --feature-staleness (%v), so that a refresh or two may fail before the catalog is too old to serve", c.FeatureRefresh, c.FeatureStaleness)
 	case c.Loader.Wait < 0 || c.Loader.MaxBatch < 1 || c.Loader.Concurrency < 1:
 		return c, fmt.Errorf("loader settings: wait must be 0 or more, max batch and concurrency 1 or more")
 	case c.Limits.MaxListLimit < 1 || c.Limits.MaxListLimit > 10_000:

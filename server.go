@@ -106,6 +106,7 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	}
 	catalogCtx, stopCatalog := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCatalog()
+	catalog.SetStaleness(cfg.FeatureStaleness)
 	go catalog.Run(catalogCtx, cfg.FeatureRefresh)
 	authCtx, stopAuth := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopAuth()
@@ -194,7 +195,8 @@ func newAuthenticator(cfg config, log *slog.Logger) (*auth.Authenticator, error)
 // schema if asked), else the embedded store in the data folder.
 func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger) (store.Store, error) {
 	if len(cfg.CQLHosts) == 0 {
-		s, err := embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute, Limits: cfg.StoreLimits, MeterProvider: tel.MeterProvider})
+		s, err := embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute, Limits: cfg.StoreLimits, MeterProvider: tel.MeterProvider,
+			RecreateWait: cfg.FeatureStaleness + features.ClockSkew})
 		var inUse *embedded.InUseError
 		if errors.As(err, &inUse) {
 			return nil, fmt.Errorf("%w; stop it, or use --data-dir to name another folder", err)
@@ -212,6 +214,7 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 	c.ReadConsistency, c.WriteConsistency = cfg.CQLReadConsistency, cfg.CQLWriteConsistency
 	c.Timeout = cfg.CQLTimeout
 	c.NumConns = cfg.CQLConnections
+	c.RecreateWait = cfg.FeatureStaleness + features.ClockSkew
 	c.Limits = cfg.StoreLimits
 	c.TracerProvider, c.MeterProvider = tel.TracerProvider, tel.MeterProvider
 	c.SlowQuery, c.Log = cfg.SlowQuery, log

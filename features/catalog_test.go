@@ -21,10 +21,15 @@ import (
 type countingStore struct {
 	store.Store
 	featureReads atomic.Int64
+	mu           sync.Mutex
+	types        []string // the entity type of each read, "" for all
 }
 
 func (s *countingStore) Features(ctx context.Context, entityType string) ([]store.Feature, error) {
 	s.featureReads.Add(1)
+	s.mu.Lock()
+	s.types = append(s.types, entityType)
+	s.mu.Unlock()
 	return s.Store.Features(ctx, entityType)
 }
 
@@ -76,6 +81,10 @@ func TestReplicasConverge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c, err := features.New(ctx, s, quiet, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const interval = 50 * time.Millisecond
 	b.Feature(ctx, "user", "f", "") // a miss before the create
 	go b.Run(ctx, interval)
@@ -86,9 +95,12 @@ func TestReplicasConverge(t *testing.T) {
 	if _, err := a.Feature(ctx, "user", "f", ""); err != nil {
 		t.Fatalf("the creating replica does not see its feature: %v", err)
 	}
-	if _, err := b.Feature(ctx, "user", "f", ""); err != nil {
+	// Found at once by another replica, or, after a miss of its own,
+	// within the second a miss is believed.
+	if _, err := c.Feature(ctx, "user", "f", ""); err != nil {
 		t.Fatalf("another replica does not see the feature at once: %v", err)
 	}
+	waitFor(t, 2*time.Second, func() bool { _, err := b.Feature(ctx, "user", "f", ""); return err == nil })
 
 	if n, err := a.Delete(ctx, "user", "f"); err != nil || n != 1 {
 		t.Fatalf("Delete = %d, %v", n, err)
@@ -195,7 +207,7 @@ func (s *failingStore) Features(ctx context.Context, entityType string) ([]store
 
 // A catalog that cannot refresh refuses writes once its snapshot is older
 // than deleted features allow, and accepts them again after a refresh.
-func TestStaleCatalogRefusesWrites(t *testing.T) {
+func TestStaleCatalogIsNotServed(t *testing.T) {
 	s := &failingStore{Store: newStore(t)}
 	ctx := context.Background()
 	c, err := features.New(ctx, s, quiet, nil)
@@ -208,14 +220,14 @@ func TestStaleCatalogRefusesWrites(t *testing.T) {
 		t.Fatalf("a fresh catalog: %v", err)
 	}
 	s.down.Store(true)
-	offset.Store(int64(features.MaxWriteAge - time.Second))
+	offset.Store(int64(c.Staleness() - time.Second))
 	if err := c.Refresh(ctx); err == nil {
 		t.Fatal("refresh from a store that is down succeeded")
 	}
 	if err := c.Fresh(); err != nil {
 		t.Fatalf("just inside the bound: %v", err)
 	}
-	offset.Store(int64(features.MaxWriteAge + time.Second))
+	offset.Store(int64(c.Staleness() + time.Second))
 	if err := c.Fresh(); !errors.Is(err, errkind.Unavailable) {
 		t.Fatalf("past the bound: err = %v, want errkind.Unavailable", err)
 	}
@@ -260,5 +272,31 @@ func TestNotFoundSuggests(t *testing.T) {
 		if !errors.Is(err, errkind.NotFound) || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "createListFeature") {
 			t.Errorf("%s#%s|%s: %v; want it to say %q", tc.entityType, tc.name, tc.version, err, tc.says)
 		}
+	}
+}
+
+// A miss reads the features of its entity type alone, and is believed for
+// a moment: looking the same name up again reads nothing.
+func TestMissesReadTheirEntityTypeOnce(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	c, err := features.New(ctx, s, quiet, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := s.featureReads.Load()
+	for range 100 {
+		if _, err := c.Feature(ctx, "user", "missing", ""); !errors.Is(err, errkind.NotFound) {
+			t.Fatalf("err = %v, want errkind.NotFound", err)
+		}
+	}
+	if n := s.featureReads.Load() - reads; n != 1 {
+		t.Fatalf("%d metadata reads for 100 misses of one name; want 1", n)
+	}
+	s.mu.Lock()
+	last := s.types[len(s.types)-1]
+	s.mu.Unlock()
+	if last != "user" {
+		t.Fatalf("a miss read the features of %q; want user's alone", last)
 	}
 }

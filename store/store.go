@@ -225,6 +225,28 @@ type Store interface {
 	Close() error
 }
 
+// DefaultRecreateWait is how long after its deletion a feature may be
+// created again with another value type or cap, by default: the default
+// --feature-staleness and 5 s of clock skew.
+const DefaultRecreateWait = 65 * time.Second
+
+// CheckRecreate says whether a feature deleted at deletedAt (old, as it
+// was) may be created again as f at now. It may at once when it keeps the
+// deleted one's value type and cap: a gateway that has not yet seen the
+// deletion reads and writes it as it is. Otherwise only once every gateway
+// has (wait after the deletion): until then one could write values of the
+// old type, or trim to the old cap, under the new feature.
+func CheckRecreate(old, f *Feature, deletedAt, now time.Time, wait time.Duration) error {
+	if old.ValueType == f.ValueType && old.MaxItems == f.MaxItems {
+		return nil
+	}
+	if left := deletedAt.Add(wait).Sub(now); left > 0 {
+		return fmt.Errorf("feature %s: %w: it was deleted %s ago, and comes back with another value type or cap; a gateway that has not yet seen the deletion could still write it as it was: retry in %d s (--feature-staleness and 5 s of clock skew after the deletion), or keep its value type and cap to create it at once",
+			f.Key(), errkind.Conflict, now.Sub(deletedAt).Round(time.Second), int(left.Seconds()+0.999))
+	}
+	return nil
+}
+
 // FeatureExists is the error for creating a feature that exists.
 func FeatureExists(key string) error {
 	return fmt.Errorf("feature %s: %w: it already exists", key, errkind.Conflict)

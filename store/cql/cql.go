@@ -51,6 +51,9 @@ type Config struct {
 	MeterProvider  metric.MeterProvider
 	SlowQuery      time.Duration
 	Log            *slog.Logger
+	// RecreateWait is how long after its deletion a feature may be created
+	// again with another value type or cap (store.CheckRecreate).
+	RecreateWait time.Duration
 	// Now is the clock used for TTLs; time.Now when nil.
 	Now func() time.Time
 }
@@ -70,6 +73,7 @@ func DefaultConfig() Config {
 		Limits:            store.DefaultLimits,
 		TracerProvider:    tracenoop.NewTracerProvider(),
 		MeterProvider:     metricnoop.NewMeterProvider(),
+		RecreateWait:      store.DefaultRecreateWait,
 		Log:               slog.New(slog.DiscardHandler),
 	}
 }

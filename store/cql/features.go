@@ -43,6 +43,11 @@ func (s *Store) CreateFeature(ctx context.Context, f store.Feature) (store.Featu
 	if deletedAt.IsZero() {
 		return store.Feature{}, store.FeatureExists(f.Key())
 	}
+	old := store.Feature{ValueType: store.ValueType(fmt.Sprint(existing["value_type"]))}
+	old.MaxItems, _ = existing["max_items"].(int)
+	if err := store.CheckRecreate(&old, &f, deletedAt, now, s.cfg.RecreateWait); err != nil {
+		return store.Feature{}, err
+	}
 	f.ItemsSince = writeTimestamp()
 	applied, err = s.session.Query(s.stmt.recreateFeature, string(f.ValueType), ttl, f.Description, f.CreatedAt, nullable(f.MaxItems), f.ItemsSince, f.EntityType, f.Name, f.Version, deletedAt).
 		WithContext(ctx).SerialConsistency(s.cfg.SerialConsistency).Consistency(s.cfg.WriteConsistency).MapScanCAS(map[string]any{})

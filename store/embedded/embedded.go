@@ -53,6 +53,10 @@ type Config struct {
 	Now func() time.Time
 	// MeterProvider takes the store's metrics (none when nil).
 	MeterProvider metric.MeterProvider
+	// RecreateWait is how long after its deletion a feature may be created
+	// again with another value type or cap (store.CheckRecreate); 0:
+	// store.DefaultRecreateWait.
+	RecreateWait time.Duration
 }
 
 // Store is a store.Store on Pebble.
@@ -84,6 +88,9 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if s.cfg.Limits == (store.Limits{}) {
 		s.cfg.Limits = store.DefaultLimits
+	}
+	if s.cfg.RecreateWait == 0 {
+		s.cfg.RecreateWait = store.DefaultRecreateWait
 	}
 	if cfg.MeterProvider != nil {
 		if s.rows, err = store.NewRowMeter(cfg.MeterProvider); err != nil {
@@ -549,6 +556,11 @@ func (s *Store) CreateFeature(_ context.Context, f store.Feature) (store.Feature
 	}
 	if exists && old.DeletedAt.IsZero() {
 		return store.Feature{}, store.FeatureExists(f.Key())
+	}
+	if exists {
+		if err := store.CheckRecreate(&store.Feature{ValueType: old.ValueType, MaxItems: old.MaxItems}, &f, old.DeletedAt, now, s.cfg.RecreateWait); err != nil {
+			return store.Feature{}, err
+		}
 	}
 	f.CreatedAt = now.Truncate(time.Millisecond).UTC()
 	f.ItemsSince = 0

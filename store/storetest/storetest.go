@@ -823,10 +823,22 @@ func testRecreate(t *testing.T, h *harness) {
 	if ok, err := h.s.DeleteFeature(h.ctx, f.EntityType, f.Name, f.Version); err != nil || !ok {
 		t.Fatalf("DeleteFeature = %v, %v", ok, err)
 	}
-	// Created again at once, with another TTL and a cap.
-	g, err := h.s.CreateFeature(h.ctx, store.Feature{EntityType: f.EntityType, Name: f.Name, ValueType: store.String, TTL: 2 * day, MaxItems: 2})
+	// Created again with a cap, it waits until every gateway has seen the
+	// deletion, saying how long; with another TTL alone it would not.
+	again := store.Feature{EntityType: f.EntityType, Name: f.Name, ValueType: store.String, TTL: 2 * day, MaxItems: 2}
+	if _, err := h.s.CreateFeature(h.ctx, again); !errors.Is(err, errkind.Conflict) || !strings.Contains(err.Error(), "s (--feature-staleness and 5 s of clock skew") {
+		t.Fatalf("created again at once with a cap: %v; want a CONFLICT naming the seconds left", err)
+	}
+	again.ValueType = store.Int
+	again.MaxItems = 0
+	if _, err := h.s.CreateFeature(h.ctx, again); !errors.Is(err, errkind.Conflict) {
+		t.Fatalf("created again at once as INT: %v; want a CONFLICT", err)
+	}
+	h.offset.Add(int64(store.DefaultRecreateWait))
+	again.ValueType, again.MaxItems = store.String, 2
+	g, err := h.s.CreateFeature(h.ctx, again)
 	if err != nil {
-		t.Fatalf("CreateFeature again: %v", err)
+		t.Fatalf("CreateFeature again once every gateway has seen the deletion: %v", err)
 	}
 	l = h.list(&g, "u1")
 	_, vals := h.pageValues(l, store.Range{})
