@@ -143,7 +143,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	svc, err := lists.New(lists.Config{
 		Tracer: loaderTracer,
-		Store:  cfg.Store, Catalog: cfg.Catalog, Loader: cfg.Loader, Now: cfg.Now, Meter: meter, OnPanic: onPanic,
+		Store:  cfg.Store, Catalog: cfg.Catalog, Loader: cfg.Loader, Now: cfg.Now, Meter: meter, OnPanic: onPanic, Log: cfg.Log,
 		Watch: watch.Config{Interval: cfg.Subscriptions.Poll, Lateness: cfg.Subscriptions.Lateness, MaxLists: cfg.Subscriptions.MaxLists,
 			MaxCatchUp: cfg.Limits.MaxCount, Log: cfg.Log},
 		Limits: lists.Limits{

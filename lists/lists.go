@@ -10,9 +10,11 @@ package lists
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
@@ -31,6 +33,7 @@ type Config struct {
 	Now     func() time.Time // the clock for default item timestamps
 	Tracer  trace.Tracer     // nil: no loader spans
 	Meter   metric.Meter
+	Log     *slog.Logger // rows left out of pages, for one
 	// OnPanic turns a panic in a read, which runs in a goroutine of its
 	// own, into the error of its key.
 	OnPanic func(ctx context.Context, p any) error
@@ -48,6 +51,10 @@ type Service struct {
 	loader  *loader
 	workers *workers
 	hub     *watch.Hub
+
+	log        *slog.Logger
+	skipped    metric.Int64Counter // stored values not of their feature's type
+	skipLogged sync.Map            // feature key → when a skip was last logged
 }
 
 // New returns the service.
@@ -55,9 +62,19 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Service{store: cfg.Store, catalog: cfg.Catalog, limits: cfg.Limits, now: cfg.Now}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Meter == nil {
+		cfg.Meter = noop.NewMeterProvider().Meter("")
+	}
+	s := &Service{store: cfg.Store, catalog: cfg.Catalog, limits: cfg.Limits, now: cfg.Now, log: cfg.Log}
 	l, err := newLoader(s, cfg.Loader, cfg.Tracer, cfg.Meter, cfg.OnPanic)
 	if err != nil {
+		return nil, err
+	}
+	if s.skipped, err = cfg.Meter.Int64Counter("listgate.list.items.skipped",
+		metric.WithDescription("Stored values left out of pages because they are not of their feature's type (written by another tool, or by a gateway that had not seen the feature deleted and created again).")); err != nil {
 		return nil, err
 	}
 	s.loader = l

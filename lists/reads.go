@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
@@ -81,13 +82,9 @@ func (s *Service) Page(ctx context.Context, q PageQuery) (*Page, error) {
 		return nil, err
 	}
 	p := res.page
+	p.Items = s.typed(ctx, f, q.EntityID, p.Items)
 	if err := s.charge(ctx, f, p.Items); err != nil {
 		return nil, err
-	}
-	for _, it := range p.Items {
-		if err := values.Check(f.ValueType, it.Value); err != nil {
-			return nil, fmt.Errorf("list of %s, item %s: %w", f.Key(), it.Key, err)
-		}
 	}
 	return &Page{Feature: f, Page: p}, nil
 }
@@ -189,4 +186,35 @@ func (s *Service) Watch(ctx context.Context, q WatchQuery) (*Watch, error) {
 		return nil, err
 	}
 	return &Watch{Feature: f, Subscription: sub}, nil
+}
+
+// typed returns the items whose values are of the feature's type, leaving
+// out, counted and logged, any that are not: rows another tool wrote, or a
+// gateway that had not yet seen a feature deleted and created again. One
+// such row never fails a page. items may be shared by the aliases of one
+// read: it is copied, not changed.
+func (s *Service) typed(ctx context.Context, f *store.Feature, entityID string, items []store.Item) []store.Item {
+	var kept []store.Item
+	for i, it := range items {
+		err := values.Check(f.ValueType, it.Value)
+		if err == nil {
+			if kept != nil {
+				kept = append(kept, it)
+			}
+			continue
+		}
+		if kept == nil {
+			kept = append(make([]store.Item, 0, len(items)-1), items[:i]...)
+		}
+		s.skipped.Add(ctx, 1)
+		if last, ok := s.skipLogged.Load(f.Key()); !ok || time.Since(last.(time.Time)) > time.Minute {
+			s.skipLogged.Store(f.Key(), time.Now())
+			s.log.WarnContext(ctx, "a stored value is not of its feature's type: left out of the page (logged once a minute per feature)",
+				"feature", f.Key(), "entity_id", entityID, "item_key", it.Key, "err", err)
+		}
+	}
+	if kept == nil {
+		return items
+	}
+	return kept
 }
