@@ -394,9 +394,11 @@ error in errors, and the fields before and after it keep their results.
 """
 type Mutation {
   """
-  Creates a list feature. A deleted feature may be created again at once, with
-  any value type, TTL or cap: none of the items written under the deleted one
-  is ever shown again.
+  Creates a list feature. A deleted feature may be created again: at once with
+  its value type and cap, and with another value type or cap once every gateway
+  has seen the deletion (--feature-staleness after it; CONFLICT until then, with
+  the seconds left). None of the items written under the deleted one is ever
+  shown again.
   """
   createListFeature(input: CreateListFeatureInput!): ListFeature @scope(requires: "features:admin")
   """
