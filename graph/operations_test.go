@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -311,4 +312,60 @@ func TestComplexityFollowsRowsRead(t *testing.T) {
 	g.ok(page(100, ""), nil, nil) // from the newest item: a page's rows
 	g.ok(page(9, `, after: "0000000000000000001#AAAAAAAAAAAAAAAAAAAAAA=="`), nil, nil)
 	g.fails(page(10, `, after: "0000000000000000001#AAAAAAAAAAAAAAAAAAAAAA=="`), nil, "BAD_USER_INPUT", "--max-complexity")
+}
+
+// A value held 50,000 times is removed within the request's deadline,
+// every copy of it, and nothing else; past --max-count rows the removal
+// removes nothing and says to narrow its window, which then works.
+func TestRemoveManyCopies(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s store.Store) {
+		g := newGateway(t, s, func(c *endpoint.Config) { c.Limits.MaxCount = 60_000 })
+		g.createFeature("f", "STRING", 86400)
+		now := time.Now()
+		for add := range 51 {
+			items := make([]item, 1000)
+			for i := range items {
+				items[i] = item{"copy", ts(now.Add(-time.Duration(add*1000+i) * time.Millisecond))}
+				if add == 50 {
+					items[i].Value = fmt.Sprint("other", i)
+				}
+			}
+			g.add("u1", "f", items...)
+		}
+		var rm struct{ RemoveListItemsWithValue *struct{ Removed int } }
+		began := time.Now()
+		data, errs := g.do(`mutation { removeListItemsWithValue(list: {entityType: "$type", entityId: "u1", feature: "f"}, value: "copy") { removed } }`, nil)
+		took := time.Since(began)
+		if len(errs) > 0 {
+			// Cut short at its deadline: it says what it removed, and to go on.
+			if errs[0].Extensions.Code != "TIMEOUT" || !strings.Contains(errs[0].Message, "were removed") || !strings.Contains(errs[0].Message, "call it again") {
+				t.Fatalf("after %v: %+v", took, errs)
+			}
+			t.Logf("cut short after %v: %s", took, errs[0].Message)
+			return
+		}
+		b, _ := json.Marshal(data)
+		json.Unmarshal(b, &rm)
+		if rm.RemoveListItemsWithValue == nil || rm.RemoveListItemsWithValue.Removed != 50_000 {
+			t.Fatalf("removed %s", b)
+		}
+		t.Logf("50,000 copies removed in %v", took)
+		var count struct{ ListCount int }
+		g.ok(`{ listCount(entityType: "$type", entityId: "u1", feature: "f") }`, nil, &count)
+		equal(t, "items left", count.ListCount, 1000)
+
+		// A list of more than --max-count rows: nothing removed, and the
+		// error says how to go on; a narrower window works.
+		for add := range 61 {
+			items := make([]item, 1000)
+			for i := range items {
+				items[i] = item{"copy", ts(now.Add(-time.Hour - time.Duration(add*1000+i)*time.Millisecond))}
+			}
+			g.add("u2", "f", items...)
+		}
+		g.fails(`mutation { removeListItemsWithValue(list: {entityType: "$type", entityId: "u2", feature: "f"}, value: "copy") { removed } }`, nil, "BAD_USER_INPUT", "nothing was removed: remove from a narrower window")
+		g.ok(`mutation($t: Time) { removeListItemsWithValue(list: {entityType: "$type", entityId: "u2", feature: "f"}, value: "copy", minTimestamp: $t) { removed } }`,
+			map[string]any{"t": ts(now.Add(-time.Hour - 30*time.Second))}, &rm)
+		equal(t, "removed from the newer half", rm.RemoveListItemsWithValue.Removed, 30_001)
+	})
 }
