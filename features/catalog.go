@@ -145,6 +145,11 @@ func (c *Catalog) SetStaleness(d time.Duration) { c.staleness = d }
 // Staleness is how old a snapshot may be and still be served.
 func (c *Catalog) Staleness() time.Duration { return c.staleness }
 
+// RecreateWait is how long after its deletion a feature may be created
+// again with another value type or cap: until every gateway has seen the
+// deletion.
+func (c *Catalog) RecreateWait() time.Duration { return c.staleness + ClockSkew }
+
 // Refresh reloads every feature from the store. A refresh that ends after
 // one that started later is dropped: snapshots never go backwards.
 func (c *Catalog) Refresh(ctx context.Context) error {

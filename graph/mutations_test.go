@@ -94,17 +94,23 @@ func TestMutationOperationUsesAFeatureItCreates(t *testing.T) {
 		d: deleteListFeature(entityType: "$type", name: "h")
 		a: addListItems(list: {entityType: "$type", entityId: "u1", feature: "h"}, items: [{value: 1}]) { added }
 	}`, nil, "NOT_FOUND", "an earlier field of this operation deletes it")
+	// Created again with another value type, it must wait until every
+	// gateway has seen the deletion: refused, and nothing runs.
+	g.fails(`mutation {
+		d: deleteListFeature(entityType: "$type", name: "h")
+		c: createListFeature(input: {entityType: "$type", name: "h", valueType: STRING, ttlSeconds: 3600}) { valueType }
+	}`, nil, "CONFLICT", "retry in")
 	var again struct {
 		D int
-		C struct{ ValueType string }
+		C struct{ TTLSeconds int }
 		A struct{ Added int }
 	}
 	g.ok(`mutation {
 		d: deleteListFeature(entityType: "$type", name: "h")
-		c: createListFeature(input: {entityType: "$type", name: "h", valueType: STRING, ttlSeconds: 3600}) { valueType }
-		a: addListItems(list: {entityType: "$type", entityId: "u1", feature: "h"}, items: [{value: "one"}]) { added }
+		c: createListFeature(input: {entityType: "$type", name: "h", valueType: INT, ttlSeconds: 7200}) { ttlSeconds }
+		a: addListItems(list: {entityType: "$type", entityId: "u1", feature: "h"}, items: [{value: 3}]) { added }
 	}`, nil, &again)
-	if again.D != 2 || again.C.ValueType != "STRING" || again.A.Added != 1 {
+	if again.D != 2 || again.C.TTLSeconds != 7200 || again.A.Added != 1 {
 		t.Fatalf("delete, create again and add in one operation: %+v", again)
 	}
 }

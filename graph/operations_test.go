@@ -210,13 +210,13 @@ func TestRemoveWithValuesAndRecreate(t *testing.T) {
 		equal(t, "removed", out.RemoveListItemsWithValues.Removed, 2)
 		equal(t, "left", len(g.listItems("u1", "history", nil).Items), 8)
 
-		// Deleted and created again at once, with another value type: no
-		// item of the deleted feature shows.
+		// Deleted and created again at once, with another TTL: no item of
+		// the deleted feature shows.
 		g.ok(`mutation { deleteListFeature(entityType: "$type", name: "history") }`, nil, nil)
-		g.createFeature("history", "INT", 3600)
+		g.createFeature("history", "STRING", 3600)
 		equal(t, "items after re-creation", values(g.listItems("u1", "history", nil)), []any{})
-		g.add("u1", "history", item{42, ""})
-		equal(t, "new items show", values(g.listItems("u1", "history", nil)), []any{42})
+		g.add("u1", "history", item{"42", ""})
+		equal(t, "new items show", values(g.listItems("u1", "history", nil)), []any{"42"})
 		var count struct{ ListCount int }
 		g.ok(`{ listCount(entityType: "$type", entityId: "u1", feature: "history") }`, nil, &count)
 		equal(t, "count after re-creation", count.ListCount, 1)

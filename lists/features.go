@@ -53,6 +53,12 @@ func (s *Service) CreateFeature(ctx context.Context, f store.Feature) (store.Fea
 	if _, err := s.feature(ctx, f.EntityType, f.Name, f.Version); err == nil {
 		return f, store.FeatureExists(f.Key())
 	}
+	if old := s.catalog.Known(f.EntityType, f.Name, f.Version); old != nil && c.deleted[f.Key()] {
+		// An earlier field deletes it: it comes back as the store allows.
+		if err := store.CheckRecreate(old, &f, s.now(), s.now(), s.catalog.RecreateWait()); err != nil {
+			return f, err
+		}
+	}
 	c.create(&f)
 	return f, nil
 }

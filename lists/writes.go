@@ -129,7 +129,7 @@ func (s *Service) RemoveValues(ctx context.Context, ref Ref, vs []values.Value, 
 		return 0, fmt.Errorf("%w removal from %s/%s: the list holds more than %d items in the window, more than one removal may look at (--max-count); nothing was removed: remove from a narrower window (minTimestamp, maxTimestamp), one after another", errkind.Invalid, l.Feature.Key(), l.EntityID, s.limits.MaxCount)
 	case errors.As(err, &cut):
 		done := fmt.Sprintf("removal from %s/%s: %d of the at most %d items holding the values were removed", l.Feature.Key(), l.EntityID, cut.Removed, cut.Matched)
-		if errors.Is(cut.Err, context.DeadlineExceeded) {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return n, fmt.Errorf("%w: %s before the request's deadline (--request-timeout); call it again to remove the rest", errkind.Timeout, done)
 		}
 		return n, fmt.Errorf("%w: %s before the list store failed; call it again to remove the rest", errkind.Refused, done)

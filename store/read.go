@@ -412,9 +412,9 @@ func (r *Removal) Unwrap() error { return r.Err }
 // RemoveMatching removes every row of w holding one of values, visible or
 // not (rows past the cap and of a deleted feature go too), and returns how
 // many of them were visible. It looks at the keys of w, no more than
-// maxRows of them (ErrTooManyRows, and nothing is removed), then, batch
-// keys at a time, at most workers at once, fetches the values of the rows
-// whose hash matches and deletes, with del, those holding one of values.
+// maxRows of them (ErrTooManyRows, and nothing is removed), then, at most
+// workers at once, fetches the values of the rows whose hash matches and
+// deletes, with del, batch keys at a time, those holding one of values.
 // A removal cut short (its context ended, a delete failed) says what it
 // removed in a *Removal.
 func RemoveMatching(ctx context.Context, l List, values [][]byte, w Window, maxRows int, src Source, batch, workers int, del func(ctx context.Context, keys []string) error) (int, error) {
@@ -475,16 +475,18 @@ func RemoveMatching(ctx context.Context, l List, values [][]byte, w Window, maxR
 		}
 		mu.Unlock()
 	}
+	// Each worker takes FetchBatch rows at a time: one fetch of their
+	// values, then deletes of batch keys each.
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(workers, (len(matched)+batch-1)/batch) {
+	for range min(workers, (len(matched)+FetchBatch-1)/FetchBatch) {
 		wg.Go(func() {
 			for {
-				start := int(next.Add(int64(batch))) - batch
+				start := int(next.Add(FetchBatch)) - FetchBatch
 				if start >= len(matched) || ctx.Err() != nil {
 					return
 				}
-				chunk := matched[start:min(start+batch, len(matched))]
+				chunk := matched[start:min(start+FetchBatch, len(matched))]
 				ks := make([]string, len(chunk))
 				for i, m := range chunk {
 					ks[i] = m.key
@@ -494,22 +496,28 @@ func RemoveMatching(ctx context.Context, l List, values [][]byte, w Window, maxR
 					fail(err)
 					return
 				}
-				ks, visible := ks[:0], 0
+				var gone []match
 				for _, m := range chunk {
 					if b, ok := stored[m.key]; ok && exact[string(b)] {
+						gone = append(gone, m)
+					}
+				}
+				for len(gone) > 0 {
+					part := gone[:min(batch, len(gone))]
+					gone = gone[len(part):]
+					ks, visible := ks[:0], 0
+					for _, m := range part {
 						ks = append(ks, m.key)
 						if m.visible {
 							visible++
 						}
 					}
-				}
-				if len(ks) > 0 {
 					if err := del(ctx, ks); err != nil {
 						fail(err)
 						return
 					}
+					removed.Add(int64(visible))
 				}
-				removed.Add(int64(visible))
 				done.Add(int64(len(chunk)))
 			}
 		})
