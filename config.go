@@ -49,12 +49,14 @@ type config struct {
 	CQLTimeout          time.Duration
 	CQLConnections      int
 	Migrate             bool
+	ClockOffset         time.Duration // for tests: how far ahead of the machine's clock this gateway's runs
 	CQLReplication      string
 	FeatureRefresh      time.Duration
 	FeatureStaleness    time.Duration
 	Loader              lists.LoaderConfig
 	Limits              endpoint.Limits
 	Subscriptions       endpoint.Subscriptions
+	Feed                cql.FeedConfig
 	Introspection       bool
 	Playground          bool
 	CORSOrigins         []string
@@ -106,6 +108,9 @@ func (b *byteSize) Set(s string) error {
 	return nil
 }
 
+// byteFlag is an int64 of bytes as a flag: 1048576, 512KiB, 64MiB, 1GiB.
+func byteFlag(p *int64) *byteSize { return (*byteSize)(p) }
+
 // envName is the environment variable of a flag: --cql-hosts is
 // LISTGATE_CQL_HOSTS.
 func envName(flagName string) string {
@@ -147,6 +152,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	writeCL := fs.String("cql-write-consistency", "LOCAL_QUORUM", "consistency level of writes")
 	fs.DurationVar(&c.CQLTimeout, "cql-timeout", 2*time.Second, "timeout of one CQL statement attempt")
 	fs.IntVar(&c.CQLConnections, "cql-connections", 2, "connections per host (per shard on ScyllaDB)")
+	fs.DurationVar(&c.ClockOffset, "test-clock-offset", 0, "for tests only: run this gateway's clock this far ahead of the machine's (negative: behind), as a writer with a wrong clock would")
 	fs.BoolVar(&c.Migrate, "migrate", false, "create the keyspace, tables and indexes that are missing, then serve")
 	fs.StringVar(&c.CQLReplication, "cql-replication", cql.DefaultSchema().Replication, "keyspace replication map used by --migrate")
 	fs.DurationVar(&c.FeatureRefresh, "feature-refresh", 10*time.Second, "how often the feature catalog is reloaded (at most a third of --feature-staleness)")
@@ -172,11 +178,19 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.IntVar(&c.Limits.QueryCacheBytes, "query-cache-bytes", endpoint.DefaultLimits.QueryCacheBytes, "memory for parsed GraphQL documents, estimated")
 	fs.IntVar(&c.Limits.APQCacheBytes, "apq-cache-bytes", endpoint.DefaultLimits.APQCacheBytes, "memory for automatic persisted queries")
 	c.MemoryLimit = 1 << 30
+	c.Subscriptions = endpoint.DefaultSubscriptions
+	c.Feed = cql.DefaultFeedConfig
 	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap, a `size` (e.g. 1GiB; about 3/4 of the memory the process may use; GOMEMLIMIT, when set, wins): the garbage collector works harder as the heap nears it")
 	fs.IntVar(&c.StoreLimits.MaxAddItems, "max-add-items", 1000, "most items in one addListItems")
 	fs.IntVar(&c.StoreLimits.MaxValueBytes, "max-value-bytes", store.DefaultLimits.MaxValueBytes, "largest item value, in bytes (at most 65000: Cassandra cannot index more)")
-	fs.DurationVar(&c.Subscriptions.Poll, "subscription-poll", endpoint.DefaultSubscriptions.Poll, "how often a watched list is polled for new items (one single-partition query per list)")
-	fs.DurationVar(&c.Subscriptions.Lateness, "subscription-lateness", endpoint.DefaultSubscriptions.Lateness, "how far behind the newest item sent an item's timestamp may be and still be sent")
+	fs.DurationVar(&c.Feed.Poll, "change-feed-poll", cql.DefaultFeedConfig.Poll, "how often a gateway with subscriptions reads the change feed on Cassandra or ScyllaDB: a few single-partition reads, however many lists it watches")
+	fs.DurationVar(&c.Feed.Window, "change-feed-window", cql.DefaultFeedConfig.Window, "how late after its time a change record may become readable and still be delivered: an add whose record is not written within half of it fails, to be retried; the same on every gateway of a fleet")
+	fs.IntVar(&c.Feed.Shards, "change-feed-shards", cql.DefaultFeedConfig.Shards, "partitions the change feed spreads each 10 s over; the same on every gateway of a fleet")
+	fs.Var(byteFlag(&c.Subscriptions.BufferBytes), "subscription-buffer-bytes", "how far behind, in bytes of items, a subscription may fall: past it for --subscription-slow-timeout, it is ended with TOO_SLOW")
+	fs.DurationVar(&c.Subscriptions.SlowTimeout, "subscription-slow-timeout", endpoint.DefaultSubscriptions.SlowTimeout, "how long a subscription may stay more than --subscription-buffer-bytes behind")
+	fs.Var(byteFlag(&c.Subscriptions.ListBytes), "watched-list-bytes", "items kept for the subscriptions of one list that have not read them; past it the furthest behind are ended")
+	fs.Var(byteFlag(&c.Subscriptions.TotalBytes), "subscription-memory", "items kept for every list's subscriptions together; past it the furthest behind are ended")
+	fs.Var(byteFlag(&c.Subscriptions.CatchUpBytes), "catch-up-bytes", "bytes of the pages subscriptions with since hold as they catch up, together; more wait")
 	fs.IntVar(&c.Subscriptions.MaxLists, "max-watched-lists", endpoint.DefaultSubscriptions.MaxLists, "lists this gateway watches at once for its subscriptions")
 	fs.IntVar(&c.Subscriptions.PerConnection, "max-subscriptions-per-connection", endpoint.DefaultSubscriptions.PerConnection, "subscriptions open on one WebSocket")
 	fs.IntVar(&c.Subscriptions.PerCaller, "max-subscriptions-per-caller", endpoint.DefaultSubscriptions.PerCaller, "subscriptions open for one caller (an API key, a JWT's issuer and subject, or an address without authentication) on this gateway")
@@ -315,8 +329,10 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--max-list-limit %d: must be from 1 to 10000", c.Limits.MaxListLimit)
 	case c.Limits.MaxEntities < 1:
 		return c, fmt.Errorf("--max-entities %d: must be 1 or more", c.Limits.MaxEntities)
-	case c.Subscriptions.Poll < 10*time.Millisecond || c.Subscriptions.Lateness < 0:
-		return c, fmt.Errorf("--subscription-poll must be 10ms or more, --subscription-lateness 0 or more")
+	case c.Feed.Poll < 10*time.Millisecond || c.Feed.Window < 100*time.Millisecond || c.Feed.Shards < 1 || c.Feed.Shards > 256:
+		return c, fmt.Errorf("--change-feed-poll must be 10ms or more, --change-feed-window 100ms or more, --change-feed-shards from 1 to 256")
+	case c.Subscriptions.BufferBytes < 1<<10 || c.Subscriptions.ListBytes < c.Subscriptions.BufferBytes || c.Subscriptions.TotalBytes < c.Subscriptions.ListBytes || c.Subscriptions.CatchUpBytes < 4<<20 || c.Subscriptions.SlowTimeout <= 0:
+		return c, fmt.Errorf("--subscription-buffer-bytes must be 1KiB or more, --watched-list-bytes at least that, --subscription-memory at least --watched-list-bytes, --catch-up-bytes 4MiB or more, --subscription-slow-timeout above 0")
 	case c.Subscriptions.MaxLists < 1 || c.Subscriptions.PerConnection < 1 || c.Subscriptions.PerCaller < 1 || c.Subscriptions.MaxSockets < 1:
 		return c, fmt.Errorf("--max-watched-lists, --max-subscriptions-per-connection, --max-subscriptions-per-caller and --max-websockets must be 1 or more")
 	case c.Subscriptions.MaxPending < 1 || c.Subscriptions.MaxPendingPerAddress < 1 || c.Subscriptions.MaxOperations < 1 || c.Subscriptions.InitTimeout <= 0:
@@ -445,3 +461,6 @@ func loopback(listen string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// now is the gateway's clock: the machine's, moved by --test-clock-offset.
+func (c config) now() time.Time { return time.Now().Add(c.ClockOffset) }

@@ -114,7 +114,7 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 
 	gql, err := endpoint.New(endpoint.Config{
 		Store: st, Catalog: catalog, Auth: authn, Loader: cfg.Loader, Limits: cfg.Limits, Subscriptions: cfg.Subscriptions,
-		Introspection: cfg.Introspection, Hosts: cfg.AllowedHosts, Log: log,
+		Introspection: cfg.Introspection, Hosts: cfg.AllowedHosts, Log: log, Now: cfg.now,
 		TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider,
 	})
 	if err != nil {
@@ -195,7 +195,7 @@ func newAuthenticator(cfg config, log *slog.Logger) (*auth.Authenticator, error)
 // schema if asked), else the embedded store in the data folder.
 func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger) (store.Store, error) {
 	if len(cfg.CQLHosts) == 0 {
-		s, err := embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute, Limits: cfg.StoreLimits, MeterProvider: tel.MeterProvider,
+		s, err := embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute, Now: cfg.now, Limits: cfg.StoreLimits, MeterProvider: tel.MeterProvider,
 			RecreateWait: cfg.FeatureStaleness + features.ClockSkew})
 		var inUse *embedded.InUseError
 		if errors.As(err, &inUse) {
@@ -214,6 +214,8 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 	c.ReadConsistency, c.WriteConsistency = cfg.CQLReadConsistency, cfg.CQLWriteConsistency
 	c.Timeout = cfg.CQLTimeout
 	c.NumConns = cfg.CQLConnections
+	c.Feed = cfg.Feed
+	c.Now = cfg.now
 	c.RecreateWait = cfg.FeatureStaleness + features.ClockSkew
 	c.Limits = cfg.StoreLimits
 	c.TracerProvider, c.MeterProvider = tel.TracerProvider, tel.MeterProvider

@@ -144,8 +144,9 @@ func New(cfg Config) (*Handler, error) {
 	svc, err := lists.New(lists.Config{
 		Tracer: loaderTracer,
 		Store:  cfg.Store, Catalog: cfg.Catalog, Loader: cfg.Loader, Now: cfg.Now, Meter: meter, OnPanic: onPanic, Log: cfg.Log,
-		Watch: watch.Config{Interval: cfg.Subscriptions.Poll, Lateness: cfg.Subscriptions.Lateness, MaxLists: cfg.Subscriptions.MaxLists,
-			MaxCatchUp: cfg.Limits.MaxCount, Log: cfg.Log},
+		Watch: watch.Config{MaxLists: cfg.Subscriptions.MaxLists, MaxCatchUp: cfg.Limits.MaxCount,
+			SubscriptionBytes: cfg.Subscriptions.BufferBytes, SlowAfter: cfg.Subscriptions.SlowTimeout,
+			ListBytes: cfg.Subscriptions.ListBytes, TotalBytes: cfg.Subscriptions.TotalBytes, CatchUpBytes: cfg.Subscriptions.CatchUpBytes},
 		Limits: lists.Limits{
 			MaxListLimit: cfg.Limits.MaxListLimit, MaxEntities: cfg.Limits.MaxEntities, MaxResponseBytes: cfg.Limits.MaxResponseBytes,
 			MaxCount: cfg.Limits.MaxCount, MaxScanFactor: cfg.Limits.MaxScanFactor, MaxValues: cfg.Limits.MaxValues, MaxBatchLists: cfg.Limits.MaxBatchLists,

@@ -26,6 +26,7 @@ const (
 	CodeForbidden       = "FORBIDDEN"
 	CodeUnavailable     = "UNAVAILABLE"
 	CodeTimeout         = "TIMEOUT"
+	CodeTooSlow         = "TOO_SLOW"
 	CodeInternal        = "INTERNAL"
 )
 
@@ -74,6 +75,8 @@ func errorPresenter(log *slog.Logger, onRefused func(context.Context, error)) gr
 			if !errors.Is(err, errkind.Timeout) {
 				message = errkind.DeadlinePassed.Error() // not the driver's "context deadline exceeded"
 			}
+		case CodeTooSlow:
+			message = err.Error() // names the since to subscribe again with
 		case CodeInternal:
 			log.ErrorContext(ctx, "internal error", "path", gqlErr.Path.String(), "err", err)
 			message = "internal error"
@@ -105,6 +108,8 @@ func classify(err error) string {
 		return CodeNotFound
 	case errors.Is(err, errkind.Timeout), errors.Is(err, context.DeadlineExceeded):
 		return CodeTimeout
+	case errors.Is(err, errkind.TooSlow):
+		return CodeTooSlow
 	case errors.Is(err, errkind.Forbidden):
 		return CodeForbidden
 	case errors.Is(err, errkind.Unauthenticated):

@@ -23,12 +23,10 @@ import (
 
 // Subscriptions bound the WebSocket side of the endpoint.
 type Subscriptions struct {
-	Poll          time.Duration // between two polls of a watched list
-	Lateness      time.Duration // the lateness window of the delivery rule
-	MaxLists      int           // lists one gateway watches at once
-	PerConnection int           // subscriptions open on one connection
-	PerCaller     int           // subscriptions open for one caller
-	MaxSockets    int           // WebSockets open at once past their connection_init
+	MaxLists      int // lists one gateway watches at once
+	PerConnection int // subscriptions open on one connection
+	PerCaller     int // subscriptions open for one caller
+	MaxSockets    int // WebSockets open at once past their connection_init
 	// MaxPending bounds the WebSockets that have not yet sent their
 	// connection_init, in all and from one address: they take no slot of
 	// MaxSockets until then, so connections that never authenticate
@@ -36,14 +34,23 @@ type Subscriptions struct {
 	MaxPending, MaxPendingPerAddress int
 	InitTimeout                      time.Duration // how long a new WebSocket has to send its connection_init
 	MaxOperations                    int           // queries and mutations running at once on one WebSocket
+	// BufferBytes is how far behind, in bytes of items, a subscription
+	// may fall: past it for SlowTimeout, it is ended.
+	BufferBytes int64
+	SlowTimeout time.Duration
+	// ListBytes, TotalBytes and CatchUpBytes bound the items kept for one
+	// list's subscriptions, for every list's, and the catch-up pages held.
+	ListBytes, TotalBytes, CatchUpBytes int64
 	// Origins may open WebSockets from a browser besides the gateway's
 	// own: the CORS origins (https://app.example.com), or "*" for any.
 	Origins []string
 }
 
 // DefaultSubscriptions are safe defaults.
-var DefaultSubscriptions = Subscriptions{Poll: time.Second, Lateness: 5 * time.Second, MaxLists: 10_000, PerConnection: 100, PerCaller: 1000,
-	MaxSockets: 10_000, MaxPending: 1000, MaxPendingPerAddress: 20, InitTimeout: 3 * time.Second, MaxOperations: 16}
+var DefaultSubscriptions = Subscriptions{MaxLists: 10_000, PerConnection: 100, PerCaller: 1000,
+	MaxSockets: 10_000, MaxPending: 1000, MaxPendingPerAddress: 20, InitTimeout: 3 * time.Second, MaxOperations: 16,
+	BufferBytes: watch.Defaults.SubscriptionBytes, SlowTimeout: watch.Defaults.SlowAfter,
+	ListBytes: watch.Defaults.ListBytes, TotalBytes: watch.Defaults.TotalBytes, CatchUpBytes: watch.Defaults.CatchUpBytes}
 
 // withDefaults fills in the bounds left at zero.
 func (s Subscriptions) withDefaults() Subscriptions {
@@ -53,9 +60,6 @@ func (s Subscriptions) withDefaults() Subscriptions {
 		if *f.v <= 0 {
 			*f.v = *f.d
 		}
-	}
-	if s.Poll <= 0 {
-		s.Poll = d.Poll
 	}
 	if s.InitTimeout <= 0 {
 		s.InitTimeout = d.InitTimeout

@@ -37,6 +37,9 @@ var (
 	Unauthenticated = errors.New("unauthenticated")
 	// Forbidden: the caller may not do what it asked.
 	Forbidden = errors.New("forbidden")
+	// TooSlow: a subscription's client reads its items more slowly than
+	// they come; it subscribes again, with since, to go on.
+	TooSlow = errors.New("too slow")
 )
 
 // DeadlinePassed is the error of an operation whose deadline passed before

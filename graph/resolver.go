@@ -7,10 +7,12 @@ package graph
 
 import (
 	"context"
+	"errors"
 
 	"github.com/listgate/listgate/graph/model"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/operation"
+	"github.com/listgate/listgate/watch"
 )
 
 // Resolver is the root resolver.
@@ -21,22 +23,25 @@ type Resolver struct {
 // NewResolver returns the root resolver over the lists service.
 func NewResolver(svc *lists.Service) *Resolver { return &Resolver{lists: svc} }
 
-// stream turns a watch into the items a subscription sends; an error that
-// ends the watch ends the subscription with it, through its operation.
+// stream turns a watch into the items a subscription sends, one at a
+// time, as its client takes them; an error that ends the watch ends the
+// subscription with it, through its operation.
 func (r *Resolver) stream(ctx context.Context, w *lists.Watch) <-chan model.ListItem {
 	out := make(chan model.ListItem)
 	go func() {
 		defer close(out)
-		for it := range w.Items {
+		for {
+			it, err := w.Next(ctx)
+			if err != nil {
+				if op := operation.From(ctx); op != nil && ctx.Err() == nil && !errors.Is(err, watch.ErrEnded) {
+					op.EndStream(err)
+				}
+				return
+			}
 			select {
 			case out <- model.ItemOf(w.Feature, &it):
 			case <-ctx.Done():
 				return
-			}
-		}
-		if err := w.Err(); err != nil {
-			if op := operation.From(ctx); op != nil {
-				op.EndStream(err)
 			}
 		}
 	}()

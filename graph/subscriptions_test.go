@@ -142,8 +142,6 @@ func subscriptionGateway(t *testing.T, s store.Store, cfgs ...func(*endpoint.Con
 	var handler *endpoint.Handler
 	g := newGateway(t, s, append([]func(*endpoint.Config){func(c *endpoint.Config) {
 		c.Subscriptions = endpoint.DefaultSubscriptions
-		c.Subscriptions.Poll = 20 * time.Millisecond
-		c.Subscriptions.Lateness = time.Second
 	}}, cfgs...)...)
 	handler = g.h.(*endpoint.Handler)
 	srv := httptest.NewServer(handler)

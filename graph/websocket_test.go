@@ -157,8 +157,11 @@ func TestWebSocketOperationsAreOperations(t *testing.T) {
 	if next, _ := c.query("4", read); !strings.Contains(string(next), `[{"value":"b"},{"value":"a"}]`) {
 		t.Fatalf("the same read after adding b: %s", next)
 	}
-	if n := logs.count("graphql request", "transport=websocket"); n != 4 {
-		t.Fatalf("%d log lines of operations over the WebSocket, want 4", n)
+	// An operation's log line is written once its complete message is.
+	for deadline := time.Now().Add(10 * time.Second); logs.count("graphql request", "transport=websocket") != 4; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d log lines of operations over the WebSocket, want 4", logs.count("graphql request", "transport=websocket"))
+		}
 	}
 	if n := logs.count("graphql request", "transport=websocket", "operation=Read", "outcome=ok"); n != 2 {
 		t.Fatalf("%d log lines of Read, want 2", n)
@@ -283,8 +286,11 @@ func TestWebSocketOperationsAreBounded(t *testing.T) {
 	}
 	// The complexity of the running one is held, and given back once it
 	// has answered TIMEOUT at its deadline.
-	if held := m.value("listgate.inflight.complexity"); held != 1+10*2 {
-		t.Fatalf("listgate_inflight_complexity = %d while the query runs, want 21", held)
+	// (The refused one's is given back once its error is sent.)
+	for deadline := time.Now().Add(10 * time.Second); m.value("listgate.inflight.complexity") != 1+10*2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("listgate_inflight_complexity = %d while the query runs, want 21", m.value("listgate.inflight.complexity"))
+		}
 	}
 	mm, err := c.next()
 	if err != nil || mm.ID != "slow" || mm.Type != "next" || !strings.Contains(string(mm.Payload), "TIMEOUT") || !strings.Contains(string(mm.Payload), "--request-timeout") {

@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/store"
@@ -38,7 +37,7 @@ type Config struct {
 	// own, into the error of its key.
 	OnPanic func(ctx context.Context, p any) error
 	// Watch configures the watching of lists for subscriptions; its
-	// Store, Tracer and Meter are the service's.
+	// Store, Meter and Log are the service's.
 	Watch watch.Config
 }
 
@@ -80,13 +79,7 @@ func New(cfg Config) (*Service, error) {
 	s.loader = l
 	s.workers = newWorkers(cfg.Loader.Concurrency)
 	w := cfg.Watch
-	w.Store, w.Meter, w.Now = cfg.Store, cfg.Meter, cfg.Now
-	if w.Tracer = cfg.Tracer; w.Tracer == nil {
-		w.Tracer = tracenoop.NewTracerProvider().Tracer("")
-	}
-	if w.Log == nil {
-		w.Log = slog.New(slog.DiscardHandler)
-	}
+	w.Store, w.Meter, w.Log, w.Current = cfg.Store, cfg.Meter, cfg.Log, s.current
 	if s.hub, err = watch.New(w); err != nil {
 		return nil, err
 	}

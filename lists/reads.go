@@ -171,8 +171,10 @@ type WatchQuery struct {
 // Watch is a watch of a list: its items as they are added, of the feature
 // they belong to.
 type Watch struct {
-	Feature *store.Feature
-	*watch.Subscription
+	Feature  *store.Feature
+	entityID string
+	s        *Service
+	sub      *watch.Subscription
 }
 
 // Watch watches a list until ctx ends (see package watch).
@@ -185,7 +187,33 @@ func (s *Service) Watch(ctx context.Context, q WatchQuery) (*Watch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Watch{Feature: f, Subscription: sub}, nil
+	return &Watch{Feature: f, entityID: q.EntityID, s: s, sub: sub}, nil
+}
+
+// Next is the watch's next item, of the feature's value type (one that is
+// not is left out, as a page leaves it out). It returns ctx's error once
+// ctx ends, watch.ErrEnded once the gateway ended the watch as it shuts
+// down, or the error that ended it.
+func (w *Watch) Next(ctx context.Context) (store.Item, error) {
+	for {
+		it, err := w.sub.Next(ctx)
+		if err != nil {
+			return it, err
+		}
+		if items := w.s.typed(ctx, w.Feature, w.entityID, []store.Item{it}); len(items) == 1 {
+			return it, nil
+		}
+	}
+}
+
+// current says whether a watched list's feature is still the one
+// subscribed to: one deleted, or created again, ends its watches.
+func (s *Service) current(l store.List) error {
+	f := l.Feature
+	if now := s.catalog.Known(f.EntityType, f.Name, f.Version); now == nil || !now.CreatedAt.Equal(f.CreatedAt) {
+		return fmt.Errorf("feature %s: %w: it was deleted, or created again, since the subscription began; subscribe again", f.Key(), errkind.NotFound)
+	}
+	return nil
 }
 
 // typed returns the items whose values are of the feature's type, leaving

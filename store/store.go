@@ -216,6 +216,9 @@ type Store interface {
 	// RemoveAll empties a list.
 	RemoveAll(ctx context.Context, l List) error
 
+	// Follower: every add also records a Change, after its items.
+	Follower
+
 	// ExpiryCap is the latest expiry date the store can keep.
 	ExpiryCap() time.Time
 	// Limits are the bounds AddItems enforces.

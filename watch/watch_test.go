@@ -4,42 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/cql"
 	"github.com/listgate/listgate/store/embedded"
+	"github.com/listgate/listgate/store/keys"
 	"github.com/listgate/listgate/watch"
 )
 
-const (
-	interval = 50 * time.Millisecond
-	lateness = 2 * time.Second
-)
-
-// polls counts the reads of the watched lists.
-type polls struct {
-	store.Store
-	n atomic.Int64
-}
-
-func (s *polls) Since(ctx context.Context, l store.List, from string, limit int) ([]store.Item, error) {
-	s.n.Add(1)
-	return s.Store.Since(ctx, l, from, limit)
-}
-
 type env struct {
 	t    *testing.T
-	s    *polls
+	s    store.Store
 	hub  *watch.Hub
 	list store.List
 }
@@ -61,255 +45,394 @@ func eachBackend(t *testing.T, cfg func(*watch.Config), test func(t *testing.T, 
 			t.Cleanup(func() { s.Close() })
 			return s
 		}},
-		{"cassandra", func(t *testing.T) store.Store { return cqltest.Open(t, cqltest.Config(t)) }},
+		{"cassandra", func(t *testing.T) store.Store {
+			c := cqltest.Config(t)
+			c.Feed = cql.FeedConfig{Shards: 4, Poll: 50 * time.Millisecond, Window: 2 * time.Second, Retention: 10 * time.Minute}
+			return cqltest.Open(t, c)
+		}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			s := &polls{Store: b.open(t)}
-			f, err := s.CreateFeature(context.Background(), store.Feature{
-				EntityType: fmt.Sprintf("w%d_%d", time.Now().UnixNano()%1e9, seq.Add(1)), Name: "f", ValueType: store.String, TTL: time.Hour})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := watch.Config{Store: s, Interval: interval, Lateness: lateness, MaxLists: 10, MaxCatchUp: 1000, Buffer: 100, Batch: 3,
-				Tracer: tracenoop.NewTracerProvider().Tracer(""), Meter: metricnoop.NewMeterProvider().Meter(""), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-			if cfg != nil {
-				cfg(&c)
-			}
-			hub, err := watch.New(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(hub.Close)
-			test(t, &env{t: t, s: s, hub: hub, list: store.List{Feature: &f, EntityID: "u1"}})
+			e := newEnv(t, b.open(t), cfg)
+			test(t, e)
 		})
 	}
 }
 
-func (e *env) add(ts time.Time, values ...string) {
+func newEnv(t *testing.T, s store.Store, cfg func(*watch.Config)) *env {
+	f := feature(t, s, 0)
+	c := watch.Config{Store: s, MaxLists: 10, MaxCatchUp: 100_000, Tick: 20 * time.Millisecond, Meter: metricnoop.NewMeterProvider().Meter("")}
+	if cfg != nil {
+		cfg(&c)
+	}
+	hub, err := watch.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hub.Close)
+	return &env{t: t, s: s, hub: hub, list: store.List{Feature: f, EntityID: "u1"}}
+}
+
+func feature(t *testing.T, s store.Store, maxItems int) *store.Feature {
+	f, err := s.CreateFeature(context.Background(), store.Feature{
+		EntityType: fmt.Sprintf("w%d_%d", time.Now().UnixNano()%1e9, seq.Add(1)), Name: "f", ValueType: store.String, TTL: 2 * time.Hour, MaxItems: maxItems})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &f
+}
+
+func (e *env) add(l store.List, ts time.Time, values ...string) {
 	e.t.Helper()
 	var items []store.NewItem
 	for _, v := range values {
 		items = append(items, store.NewItem{Timestamp: ts.UnixNano(), Value: []byte(v)})
 	}
-	if _, err := e.s.AddItems(context.Background(), e.list, items); err != nil {
+	if _, err := e.s.AddItems(context.Background(), l, items); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
-func (e *env) subscribe(ctx context.Context, since *time.Time) *watch.Subscription {
+func (e *env) subscribe(ctx context.Context, l store.List, since *time.Time) *watch.Subscription {
 	e.t.Helper()
 	var s *int64
 	if since != nil {
 		ns := since.UnixNano()
 		s = &ns
 	}
-	sub, err := e.hub.Subscribe(ctx, e.list, s)
+	sub, err := e.hub.Subscribe(ctx, l, s)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return sub
 }
 
-// receive reads n items, failing after wait, then checks that no more come
-// within a few polls.
+// receive reads n items, failing past wait.
 func receive(t *testing.T, sub *watch.Subscription, n int, wait time.Duration) []string {
 	t.Helper()
-	var got []string
-	deadline := time.After(wait)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	got := make([]string, 0, n)
 	for len(got) < n {
-		select {
-		case it, ok := <-sub.Items:
-			if !ok {
-				t.Fatalf("the subscription ended after %v (err %v)", got, sub.Err())
-			}
-			got = append(got, string(it.Value))
-		case <-deadline:
-			t.Fatalf("received %v within %v, want %d items", got, wait, n)
+		it, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d items (%q): %v", len(got), got, err)
 		}
-	}
-	select {
-	case it := <-sub.Items:
-		t.Fatalf("received %v, then %q as well", got, it.Value)
-	case <-time.After(4 * interval):
+		got = append(got, string(it.Value))
 	}
 	return got
 }
 
-// Items added after a subscription are delivered once each, oldest first,
-// several at one timestamp too; items there before are not; a list's
-// subscriptions share one poller, whose polls stop with its last one.
-func TestDelivery(t *testing.T) {
+func last(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[len(s)-1]
+}
+
+// quiet checks that no item comes once n have: it adds a marker through
+// another list of the feed and reads until it is certain the feed has gone
+// past every add before it.
+func (e *env) quiet(sub *watch.Subscription) {
+	e.t.Helper()
+	marker := store.List{Feature: e.list.Feature, EntityID: "marker"}
+	probe := e.subscribe(context.Background(), marker, nil)
+	e.add(marker, time.Now(), "marker")
+	receive(e.t, probe, 1, 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if it, err := sub.Next(ctx); err == nil {
+		e.t.Fatalf("one more item came: %q", it.Value)
+	}
+}
+
+// Every item added after a subscription starts is delivered once,
+// whatever its timestamp: an hour old, half an hour ahead, or with many
+// others at one timestamp; within one add, oldest first; adds in the order
+// they came. Items there before it started are not.
+func TestDeliveryByArrival(t *testing.T) {
 	eachBackend(t, nil, func(t *testing.T, e *env) {
 		now := time.Now()
-		e.add(now.Add(-time.Second), "before")
-		ctx, cancel := context.WithCancel(context.Background())
-		a, b := e.subscribe(ctx, nil), e.subscribe(ctx, nil)
-		e.add(now.Add(time.Millisecond), "x3", "x1", "x2") // one timestamp
-		e.add(now, "first")
-		e.add(now.Add(2*time.Millisecond), "last")
-		// A poll reads at most 3 new items (Batch), then reads again.
-		for _, sub := range []*watch.Subscription{a, b} {
-			got := receive(t, sub, 5, 5*time.Second)
-			if got[0] != "first" || got[4] != "last" || !slices.Equal(slices.Sorted(slices.Values(got[1:4])), []string{"x1", "x2", "x3"}) {
-				t.Fatalf("received %v: want first, the three of one timestamp, last", got)
+		e.add(e.list, now, "before")
+		sub := e.subscribe(context.Background(), e.list, nil)
+		e.add(e.list, now.Add(-time.Hour), "an hour old")
+		e.add(e.list, now.Add(30*time.Minute), "half an hour ahead")
+		e.add(e.list, now, "now")
+		e.add(e.list, now.Add(-time.Minute), "b", "a") // one add, at one timestamp
+		e.add(e.list, now.Add(-2*time.Minute), "older in a later add")
+		got := receive(t, sub, 6, 20*time.Second)
+		a, b := "a", "b"
+		if keyOf(now.Add(-time.Minute), b) < keyOf(now.Add(-time.Minute), a) {
+			a, b = b, a
+		}
+		want := []string{"an hour old", "half an hour ahead", "now", a, b, "older in a later add"}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+		e.quiet(sub)
+	})
+}
+
+func keyOf(ts time.Time, v string) string { return fmt.Sprintf("%019d#%s", ts.UnixNano(), v) }
+
+// More than 10,000 items at one timestamp, in eleven adds, each come once.
+func TestManyItemsAtOneTimestamp(t *testing.T) {
+	eachBackend(t, nil, func(t *testing.T, e *env) {
+		sub := e.subscribe(context.Background(), e.list, nil)
+		ts := time.Now().Add(-time.Minute)
+		for add := range 11 {
+			values := make([]string, 1000)
+			for i := range values {
+				values[i] = fmt.Sprint("v", add*1000+i)
+			}
+			e.add(e.list, ts, values...)
+		}
+		got := receive(t, sub, 11_000, time.Minute)
+		seen := map[string]bool{}
+		for _, v := range got {
+			if seen[v] {
+				t.Fatalf("%s came twice", v)
+			}
+			seen[v] = true
+		}
+		e.quiet(sub)
+	})
+}
+
+// Items a cap pushes out of the list at once, and items already past their
+// TTL by the time they are read, are delivered all the same.
+func TestCapDoesNotHideAdds(t *testing.T) {
+	eachBackend(t, nil, func(t *testing.T, e *env) {
+		capped := store.List{Feature: feature(t, e.s, 10), EntityID: "u1"}
+		sub := e.subscribe(context.Background(), capped, nil)
+		values := make([]string, 20)
+		for i := range values {
+			values[i] = fmt.Sprint("v", i)
+		}
+		e.add(capped, time.Now(), values...)
+		if got := receive(t, sub, 20, 20*time.Second); len(got) != 20 {
+			t.Fatalf("got %d", len(got))
+		}
+	})
+}
+
+// Ten subscriptions reading as fast as they can get a burst of 10 × 1,000
+// items, every one, and none is ended.
+func TestBurstToFastSubscribers(t *testing.T) {
+	eachBackend(t, nil, func(t *testing.T, e *env) {
+		var subs []*watch.Subscription
+		for range 10 {
+			subs = append(subs, e.subscribe(context.Background(), e.list, nil))
+		}
+		var wg sync.WaitGroup
+		counts := make([]int, len(subs))
+		for i, sub := range subs {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				for counts[i] < 10_000 {
+					if _, err := sub.Next(ctx); err != nil {
+						t.Errorf("subscription %d after %d items: %v", i, counts[i], err)
+						return
+					}
+					counts[i]++
+				}
+			})
+		}
+		for add := range 10 {
+			values := make([]string, 1000)
+			for i := range values {
+				values[i] = fmt.Sprint("v", add*1000+i, strings.Repeat("x", 100))
+			}
+			e.add(e.list, time.Now(), values...)
+		}
+		wg.Wait()
+		for i, n := range counts {
+			if n != 10_000 {
+				t.Fatalf("subscription %d got %d items", i, n)
 			}
 		}
-		// One poller: polls come once per interval, not twice.
-		before := e.s.n.Load()
-		time.Sleep(20 * interval)
-		if n := e.s.n.Load() - before; n > 30 {
-			t.Fatalf("%d polls in 20 intervals with two subscriptions of one list", n)
+	})
+}
+
+// A subscription that reads nothing while more than its buffer comes is
+// ended with ErrTooSlow, naming the since to subscribe again with; one
+// that reads goes on.
+func TestSlowSubscriberIsEnded(t *testing.T) {
+	eachBackend(t, func(c *watch.Config) {
+		c.SubscriptionBytes = 64 << 10
+		c.SlowAfter = 100 * time.Millisecond
+	}, func(t *testing.T, e *env) {
+		slow := e.subscribe(context.Background(), e.list, nil)
+		fast := e.subscribe(context.Background(), e.list, nil)
+		e.add(e.list, time.Now(), "first")
+		if got := receive(t, slow, 1, 20*time.Second); got[0] != "first" {
+			t.Fatalf("got %q", got)
 		}
-		cancel()
-		time.Sleep(2 * interval)
-		stopped := e.s.n.Load()
-		time.Sleep(5 * interval)
-		if n := e.s.n.Load() - stopped; n != 0 {
-			t.Fatalf("%d polls after the last subscription ended", n)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for n := range 201 {
+				if _, err := fast.Next(ctx); err != nil {
+					t.Errorf("the fast subscription after %d items: %v", n, err)
+					return
+				}
+			}
+		})
+		for range 4 {
+			values := make([]string, 50)
+			for i := range values {
+				values[i] = fmt.Sprint(i, strings.Repeat("x", 1000))
+			}
+			e.add(e.list, time.Now(), values...)
+		}
+		wg.Wait()
+		select {
+		case <-slow.Done():
+		case <-time.After(20 * time.Second):
+			t.Fatal("the slow subscription was not ended")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for {
+			_, err := slow.Next(ctx)
+			if err == nil {
+				continue // what it had not read before it was ended
+			}
+			if !errors.Is(err, errkind.TooSlow) || !strings.Contains(err.Error(), "since:") {
+				t.Fatalf("the slow subscription ended with %v", err)
+			}
+			break
 		}
 	})
 }
 
-// The lateness rule: an item stamped within the window before the newest
-// delivered is delivered; one stamped before it is not.
-func TestLateness(t *testing.T) {
-	eachBackend(t, nil, func(t *testing.T, e *env) {
-		sub := e.subscribe(context.Background(), nil)
-		now := time.Now()
-		e.add(now, "newest")
-		receive(t, sub, 1, 5*time.Second)
-		e.add(now.Add(-lateness/2), "late")
-		e.add(now.Add(-2*lateness), "too late")
-		if got := receive(t, sub, 1, 5*time.Second); got[0] != "late" {
-			t.Fatalf("received %v", got)
-		}
-	})
-}
-
-// A subscription with since gets what was there from since on, then the
-// new items; subscribing again with the last item's timestamp misses
-// nothing.
+// A subscription with since first gets the list's items from since on,
+// then every item added, with no gap.
 func TestSince(t *testing.T) {
 	eachBackend(t, nil, func(t *testing.T, e *env) {
-		base := time.Now().Add(-time.Hour)
-		e.add(base.Add(-time.Second), "older")
-		for i := range 5 {
-			e.add(base.Add(time.Duration(i)*time.Second), fmt.Sprint("old", i))
-		}
-		since := base.Add(time.Second)
-		ctx, cancel := context.WithCancel(context.Background())
-		sub := e.subscribe(ctx, &since)
-		if got := receive(t, sub, 4, 5*time.Second); !slices.Equal(got, []string{"old1", "old2", "old3", "old4"}) {
-			t.Fatalf("catch-up %v", got)
-		}
-		last := time.Now()
-		e.add(last, "new1")
-		receive(t, sub, 1, 5*time.Second)
-		cancel() // the client goes away…
-		e.add(time.Now(), "while away")
-		// …and comes back with the timestamp of the last item it got.
-		sub = e.subscribe(context.Background(), &last)
-		got := receive(t, sub, 2, 5*time.Second)
-		if !slices.Equal(got, []string{"new1", "while away"}) {
-			t.Fatalf("after subscribing again: %v", got)
-		}
-		e.add(time.Now(), "new2")
-		if got := receive(t, sub, 1, 5*time.Second); got[0] != "new2" {
-			t.Fatalf("then %v", got)
-		}
-	})
-}
-
-// A subscription whose client does not read falls behind its buffer and
-// ends with ErrTooSlow; the hub's bounds refuse with clear errors; Close
-// ends every subscription.
-func TestBounds(t *testing.T) {
-	eachBackend(t, func(c *watch.Config) { c.Buffer = 2; c.MaxLists = 1; c.MaxCatchUp = 2 }, func(t *testing.T, e *env) {
-		slow := e.subscribe(context.Background(), nil)
 		now := time.Now()
-		e.add(now, "a", "b", "c", "d")
-		time.Sleep(10 * interval)
-		n := 0
-		for range slow.Items {
-			n++
+		for i := range 250 {
+			e.add(e.list, now.Add(-time.Duration(300-i)*time.Second), fmt.Sprint("old", i))
 		}
-		if !errors.Is(slow.Err(), watch.ErrTooSlow) || n > 3 { // the buffer, and one on its way out
-			t.Fatalf("a client that does not read: %d items, then %v", n, slow.Err())
-		}
-		other := store.List{Feature: e.list.Feature, EntityID: "u2"}
-		held := e.subscribe(context.Background(), nil) // u1: the one list allowed
-		if _, err := e.hub.Subscribe(context.Background(), other, nil); !errors.Is(err, errkind.Unavailable) {
-			t.Fatalf("a second list past --max-watched-lists: %v", err)
-		}
-		since := now.Add(-time.Minute)
-		far := e.subscribe(context.Background(), &since)
-		for range far.Items {
-		}
-		if !errors.Is(far.Err(), errkind.Invalid) {
-			t.Fatalf("a catch-up past its bound: %v", far.Err())
-		}
-		e.hub.Close()
-		select {
-		case _, ok := <-held.Items:
-			if ok {
-				t.Fatal("an item after Close")
-			}
-		case <-time.After(time.Second):
-			t.Fatal("Close did not end the subscription")
-		}
-		if _, err := e.hub.Subscribe(context.Background(), e.list, nil); !errors.Is(err, errkind.Unavailable) {
-			t.Fatalf("a subscription after Close: %v", err)
+		since := now.Add(-100 * time.Second)
+		sub := e.subscribe(context.Background(), e.list, &since)
+		e.add(e.list, now.Add(-time.Hour), "new and old")
+		got := receive(t, sub, 51, 20*time.Second)
+		if got[0] != "old200" || got[49] != "old249" || got[50] != "new and old" {
+			t.Fatalf("got %q … %q", got[:3], got[48:])
 		}
 	})
 }
 
-// slowFirst answers the reads of the list "slow" only after a while.
-type slowFirst struct{ store.Store }
-
-func (s slowFirst) Since(ctx context.Context, l store.List, from string, limit int) ([]store.Item, error) {
-	if l.EntityID == "slow" {
-		select {
-		case <-time.After(2 * time.Second):
-		case <-ctx.Done():
-			return nil, ctx.Err()
+// A subscription with since whose client stops reading its catch-up page
+// is ended with ErrTooSlow once SlowAfter passes, and gives back the
+// catch-up bytes another subscription waits for.
+func TestUnreadCatchUpIsEnded(t *testing.T) {
+	eachBackend(t, func(c *watch.Config) {
+		c.CatchUpPage = 100
+		// One page at its largest: while one is held, another waits.
+		c.CatchUpBytes = 100 * int64(c.Store.Limits().MaxValueBytes+keys.ItemKeyLen+64)
+		c.SlowAfter = 200 * time.Millisecond
+	}, func(t *testing.T, e *env) {
+		now := time.Now()
+		values := make([]string, 150)
+		for i := range values {
+			values[i] = fmt.Sprint("v", i)
 		}
-	}
-	return s.Store.Since(ctx, l, from, limit)
+		e.add(e.list, now.Add(-time.Minute), values...)
+		since := now.Add(-time.Hour)
+		stalled := e.subscribe(context.Background(), e.list, &since)
+		receive(t, stalled, 1, 20*time.Second) // holds its first page, and reads no more
+		waiting := e.subscribe(context.Background(), e.list, &since)
+		if got := receive(t, waiting, 150, 30*time.Second); len(got) != 150 {
+			t.Fatalf("got %d", len(got))
+		}
+		select {
+		case <-stalled.Done():
+		default:
+			t.Fatal("the stalled subscription was not ended")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for {
+			if _, err := stalled.Next(ctx); err != nil {
+				if !errors.Is(err, errkind.TooSlow) {
+					t.Fatalf("the stalled subscription ended with %v", err)
+				}
+				break
+			}
+		}
+	})
 }
 
-// A list whose first read is slow holds up no subscription to another
-// list.
-func TestSlowFirstReadHoldsNoOneUp(t *testing.T) {
+// A subscription to a feature deleted or created again is ended with its
+// error.
+func TestFeatureGoneEndsSubscriptions(t *testing.T) {
+	var gone atomic.Bool
+	notFound := fmt.Errorf("%w: deleted", errkind.NotFound)
+	eachBackend(t, func(c *watch.Config) {
+		c.Current = func(store.List) error {
+			if gone.Load() {
+				return notFound
+			}
+			return nil
+		}
+	}, func(t *testing.T, e *env) {
+		sub := e.subscribe(context.Background(), e.list, nil)
+		gone.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := sub.Next(ctx); !errors.Is(err, errkind.NotFound) {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+// Subscriptions that end while others join the same list, and a hub that
+// closes while subscriptions come and go: each subscription either works
+// or is refused or ended with a reason, and nothing panics or races.
+func TestJoinsLeavesAndClose(t *testing.T) {
 	s, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	f, err := s.CreateFeature(context.Background(), store.Feature{EntityType: "user", Name: "f", ValueType: store.String, TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
+	e := newEnv(t, s, nil)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				sub, err := e.hub.Subscribe(ctx, e.list, nil)
+				if err != nil {
+					cancel()
+					if !errors.Is(err, watch.ErrClosed) {
+						t.Errorf("subscribe: %v", err)
+					}
+					return
+				}
+				cancel()
+				if _, err := sub.Next(context.Background()); !errors.Is(err, watch.ErrEnded) && err != nil && !errors.Is(err, context.Canceled) {
+					t.Errorf("after its cancellation: %v", err)
+				}
+			}
+		})
 	}
-	hub, err := watch.New(watch.Config{Store: slowFirst{s}, Interval: interval, Tracer: tracenoop.NewTracerProvider().Tracer(""),
-		Meter: metricnoop.NewMeterProvider().Meter(""), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hub.Close()
-	ctx := context.Background()
-	list := func(id string) store.List { return store.List{Feature: &f, EntityID: id} }
-	if _, err := hub.Subscribe(ctx, list("fast"), nil); err != nil {
-		t.Fatal(err)
-	}
-	go hub.Subscribe(ctx, list("slow"), nil)
-	time.Sleep(100 * time.Millisecond) // the slow list's first read is under way
-	for _, id := range []string{"fast", "other"} {
-		began := time.Now()
-		if _, err := hub.Subscribe(ctx, list(id), nil); err != nil {
-			t.Fatal(err)
-		}
-		if took := time.Since(began); took > time.Second {
-			t.Fatalf("a subscription to %s took %v while another list's first read was slow", id, took)
-		}
+	live := e.subscribe(context.Background(), e.list, nil)
+	e.add(e.list, time.Now(), "while others come and go")
+	receive(t, live, 1, 20*time.Second)
+	e.hub.Close()
+	close(stop)
+	wg.Wait()
+	if _, err := live.Next(context.Background()); !errors.Is(err, watch.ErrEnded) {
+		t.Fatalf("after Close: %v", err)
 	}
 }

@@ -447,13 +447,18 @@ the graphql-ws library; authenticate in connection_init's payload with
 """
 type Subscription {
   """
-  Items added to one list from now on (or since ` + "`" + `since` + "`" + `, inclusive), oldest
-  first, as they become visible: each item once, whichever gateway or client
-  added it. The gateway polls the list every --subscription-poll. An item
-  stamped more than --subscription-lateness before the newest one already
-  sent is not sent. With since, the items from since on already in the list
-  come first; subscribing again with the timestamp of the last item received
-  misses nothing (items at that timestamp come again).
+  Items added to one list from now on (or since ` + "`" + `since` + "`" + `, inclusive), as they
+  are added: each item added after the subscription starts once, through
+  whichever gateway, whatever its timestamp, even if a cap or TTL has
+  removed it from the list since. Adds come in the order the change feed
+  records them; within one add, oldest first. With since, the items from
+  since on already in the list come first, oldest first (an item added
+  while they are read may come again: tell it by its cursor); subscribing
+  again with the timestamp of the last item received misses nothing. A
+  client that falls behind by --subscription-buffer-bytes for
+  --subscription-slow-timeout is ended with TOO_SLOW, naming the since to
+  subscribe again with; a deleted or re-created feature ends it with
+  NOT_FOUND.
   """
   listItemsAdded(entityType: String!, entityId: ID!, feature: String!, version: String = "", since: Time): ListItem! @scope(requires: "lists:read")
 }

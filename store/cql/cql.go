@@ -54,6 +54,8 @@ type Config struct {
 	// RecreateWait is how long after its deletion a feature may be created
 	// again with another value type or cap (store.CheckRecreate).
 	RecreateWait time.Duration
+	// Feed tunes the change feed.
+	Feed FeedConfig
 	// Now is the clock used for TTLs; time.Now when nil.
 	Now func() time.Time
 }
@@ -74,6 +76,7 @@ func DefaultConfig() Config {
 		TracerProvider:    tracenoop.NewTracerProvider(),
 		MeterProvider:     metricnoop.NewMeterProvider(),
 		RecreateWait:      store.DefaultRecreateWait,
+		Feed:              DefaultFeedConfig,
 		Log:               slog.New(slog.DiscardHandler),
 	}
 }
@@ -89,6 +92,11 @@ type Store struct {
 	// batchType is how AddItems batches; see there.
 	batchType gocql.BatchType
 	rows      *store.RowMeter
+
+	clock     clock
+	feedLag   metric.Float64Histogram
+	tracer    trace.Tracer
+	stopClock context.CancelFunc
 }
 
 var _ store.Store = (*Store)(nil)
@@ -100,7 +108,7 @@ type statements struct {
 	scans                                                                         [2][2]string
 	scansAscending                                                                [2]string
 	fetchItems, insertItem, deleteItems, deleteBelow, deleteList, selectTTL       string
-	countRows                                                                     string
+	countRows, insertChange, selectChangeHeads, selectChanges                     string
 	insertFeature, selectFeature, selectFeatures, selectFeaturesOfType            string
 	recreateFeature, deleteFeature, schemaTables, schemaColumns, addFeatureColumn string
 }
@@ -121,13 +129,16 @@ func newStatements(ks string) statements {
 			strings.Replace(scan("item_key, value"), " LIMIT", " ORDER BY item_key ASC LIMIT", 1),
 			strings.Replace(scan("item_key, value, WRITETIME(value)"), " LIMIT", " ORDER BY item_key ASC LIMIT", 1),
 		},
-		fetchItems:  "SELECT item_key, value FROM " + items + where + " AND item_key IN ?",
-		insertItem:  "INSERT INTO " + items + " (feature_key, entity_id, item_key, value) VALUES (?, ?, ?, ?) USING TTL ?",
-		deleteItems: "DELETE FROM " + items + where + " AND item_key IN ?",
-		deleteBelow: "DELETE FROM " + items + where + " AND item_key < ?",
-		deleteList:  "DELETE FROM " + items + where,
-		selectTTL:   "SELECT TTL(value) FROM " + items + where + " AND item_key = ?",
-		countRows:   "SELECT COUNT(*) FROM " + items + where,
+		fetchItems:        "SELECT item_key, value FROM " + items + where + " AND item_key IN ?",
+		insertChange:      "INSERT INTO " + ks + ".list_changes (bucket, shard, id, feature_key, created_at, entity_id, item_keys, item_values, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
+		selectChangeHeads: "SELECT id, feature_key, created_at, entity_id, bytes FROM " + ks + ".list_changes WHERE bucket = ? AND shard = ? AND id > ?",
+		selectChanges:     "SELECT id, feature_key, created_at, entity_id, item_keys, item_values FROM " + ks + ".list_changes WHERE bucket = ? AND shard = ? AND id IN ?",
+		insertItem:        "INSERT INTO " + items + " (feature_key, entity_id, item_key, value) VALUES (?, ?, ?, ?) USING TTL ?",
+		deleteItems:       "DELETE FROM " + items + where + " AND item_key IN ?",
+		deleteBelow:       "DELETE FROM " + items + where + " AND item_key < ?",
+		deleteList:        "DELETE FROM " + items + where,
+		selectTTL:         "SELECT TTL(value) FROM " + items + where + " AND item_key = ?",
+		countRows:         "SELECT COUNT(*) FROM " + items + where,
 
 		insertFeature:        "INSERT INTO " + features + " (entity_type, name, version, value_type, ttl_seconds, description, created_at, max_items) VALUES (?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
 		selectFeature:        "SELECT " + featureColumns + " FROM " + features + " WHERE entity_type = ? AND name = ? AND version = ?",
@@ -197,10 +208,31 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.clock.raw = s.now
+	s.tracer = cfg.TracerProvider.Tracer("github.com/listgate/listgate/store/cql")
+	meter := cfg.MeterProvider.Meter("github.com/listgate/listgate/store/cql")
+	if s.feedLag, err = meter.Float64Histogram("listgate.change_feed.lag", metric.WithUnit("s"),
+		metric.WithDescription("How long after its time a change record was read: write latency, and what the clock correction misses."),
+		metric.WithExplicitBucketBoundaries(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5)); err != nil {
+		session.Close()
+		return nil, err
+	}
+	if err := s.observeClock(meter); err != nil {
+		session.Close()
+		return nil, err
+	}
 	if err := s.probe(ctx); err != nil {
 		session.Close()
 		return nil, err
 	}
+	for range 3 {
+		if err := s.measureClock(ctx); err != nil {
+			s.cfg.Log.Warn("measuring the cluster's clock failed", "err", err)
+		}
+	}
+	clockCtx, stop := context.WithCancel(context.Background())
+	s.stopClock = stop
+	go s.runClock(clockCtx, 10*time.Second)
 	return s, nil
 }
 
@@ -233,6 +265,7 @@ func (s *Store) Limits() store.Limits { return s.cfg.Limits }
 
 // Close closes the session.
 func (s *Store) Close() error {
+	s.stopClock()
 	s.session.Close()
 	return nil
 }

@@ -164,6 +164,9 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	if err := s.session.ExecuteBatch(b); err != nil {
 		return store.AddResult{}, classify("adding list items", err)
 	}
+	if err := s.record(ctx, l, writes); err != nil {
+		return store.AddResult{}, err
+	}
 	return store.AddResult{Added: len(writes), Expired: expired}, nil
 }
 

@@ -71,6 +71,22 @@ func (s *Store) Migrate(ctx context.Context, sc Schema) error {
   items_since    BIGINT,
   PRIMARY KEY ((entity_type), name, version)
 )`,
+		// The change feed: a record per add, by time bucket and shard, in
+		// the order of the cluster's clock; records only ever expire.
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.list_changes (
+  bucket      BIGINT,
+  shard       INT,
+  id          TIMEUUID,
+  feature_key TEXT,
+  created_at  TIMESTAMP,
+  entity_id   TEXT,
+  item_keys   LIST<TEXT>,
+  item_values LIST<BLOB>,
+  bytes       INT,
+  PRIMARY KEY ((bucket, shard), id)
+) WITH default_time_to_live = %d
+  AND compaction = {'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'MINUTES', 'compaction_window_size': 10}
+  AND gc_grace_seconds = 3600`, ks, int64(s.cfg.Feed.Retention/time.Second)),
 	}
 	for _, q := range ddl {
 		// DDL waits for schema agreement, which takes longer than a read.
@@ -130,7 +146,7 @@ func (s *Store) Ready(ctx context.Context) error {
 	if err := iter.Close(); err != nil {
 		return classify("checking the schema", err)
 	}
-	for _, t := range []string{"list_items", "list_features"} {
+	for _, t := range []string{"list_items", "list_features", "list_changes"} {
 		if !tables[t] {
 			return fmt.Errorf("table %s.%s is missing: run with --migrate", s.cfg.Keyspace, t)
 		}

@@ -70,6 +70,7 @@ func Run(t *testing.T, open NewStore) {
 		{"ValuesOfOneMD5AreNotTakenForEachOther", testHashCollision},
 		{"RemovalIsBoundedWindowedAndSaysWhatItDid", testRemovalBounds},
 		{"AnEndedContextEndsReadsAndWrites", testEndedContext},
+		{"FeedRecordsEveryAddOfAWantedListOnce", testFeed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1013,4 +1014,60 @@ func testEndedContext(t *testing.T, h *harness) {
 		t.Fatalf("an add: %v", err)
 	}
 	equal(t, "found late", h.find(l, 0, "late"), []string{""})
+}
+
+// The feed hands over each add to a list wanted once, after since,
+// whatever its items' timestamps, all of its items oldest first even when
+// the cap keeps fewer; adds of lists not wanted are not handed over.
+func testFeed(t *testing.T, h *harness) {
+	f := h.feature("feed", "", time.Hour)
+	watched, other, capped := h.list(f, "watched"), h.list(f, "other"), h.list(h.capped(2), "capped")
+	now := time.Now()
+	h.add(watched, item(now, "before since"))
+	changes := make(chan store.Change, 100)
+	var askedOther atomic.Bool
+	stop := h.s.Follow(h.s.FeedNow(), func(l store.ListID) bool {
+		if l == other.ID() {
+			askedOther.Store(true)
+			return false
+		}
+		return true
+	}, func(c store.Change) { changes <- c })
+	defer stop()
+	h.add(other, item(now, "not wanted"))
+	h.add(watched, item(now.Add(30*time.Minute), "ahead"), item(now.Add(-59*time.Minute), "old"))
+	h.add(capped, item(now, "a"), item(now.Add(time.Millisecond), "b"), item(now.Add(2*time.Millisecond), "c"))
+	h.add(watched, item(now, "marker 1"))
+	got := map[store.ListID][]string{}
+	next := func(marker string) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case c := <-changes:
+				var values []string
+				for _, it := range c.Items {
+					values = append(values, string(it.Value))
+				}
+				got[c.List] = append(got[c.List], strings.Join(values, ","))
+				if values[0] == marker {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no %q after 30 s; got %v", marker, got)
+			}
+		}
+	}
+	next("marker 1")
+	// Every record written before marker 1 has been read once marker 2,
+	// written after it was handed over, is.
+	h.add(watched, item(now, "marker 2"))
+	next("marker 2")
+	equal(t, "watched", got[watched.ID()], []string{"old,ahead", "marker 1", "marker 2"})
+	equal(t, "capped", got[capped.ID()], []string{"a,b,c"})
+	equal(t, "other", got[other.ID()], []string(nil))
+	if !askedOther.Load() {
+		t.Fatal("the add to a list not wanted was never weighed")
+	}
+	equal(t, "capped list", h.values(capped), []string{"c", "b"})
 }
