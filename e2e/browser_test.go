@@ -266,7 +266,6 @@ func TestPlaygroundSubscriptionInBrowser(t *testing.T) {
 	sum := sha256.Sum256([]byte(key))
 	base := startGateway(t,
 		"LISTGATE_API_KEYS=playground "+hex.EncodeToString(sum[:])+" lists:read,lists:write,features:admin",
-		"LISTGATE_SUBSCRIPTION_POLL=100ms",
 	).base
 	requestAs(t, base, key, `mutation { createListFeature(input: {entityType: "user", name: "reading_history", valueType: STRING, ttlSeconds: 2592000}) { key } }`, nil)
 

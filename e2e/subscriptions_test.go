@@ -424,7 +424,7 @@ func latencies(d []time.Duration) string {
 func (it jsItem) String() string { return it.value + "@" + it.timestamp }
 
 // A real graphql-ws client subscribed through gateway A gets every item
-// added through gateway B once, oldest first, within two poll intervals;
+// added through gateway B once, oldest first;
 // items sharing one timestamp all come; after a reconnect with since = the
 // last timestamp received it misses nothing, whether A stopped watching
 // the list meanwhile or another subscription kept it watched.
@@ -432,7 +432,7 @@ func TestGraphQLWSClientAcrossGateways(t *testing.T) {
 	js := startJSClient(t)
 	hosts := strings.Join(cqltest.Hosts(t), ",")
 	const poll = 200 * time.Millisecond
-	env := []string{"LISTGATE_CQL_HOSTS=" + hosts, "LISTGATE_CQL_KEYSPACE=fleet", "LISTGATE_SUBSCRIPTION_POLL=" + poll.String()}
+	env := []string{"LISTGATE_CQL_HOSTS=" + hosts, "LISTGATE_CQL_KEYSPACE=fleet", "LISTGATE_CHANGE_FEED_POLL=" + poll.String()}
 	a := startGateway(t, append(env, "LISTGATE_MIGRATE=true")...).base
 	b := startGateway(t, env...).base
 	entityType := fmt.Sprintf("subs%d", time.Now().UnixNano()%1e9)
@@ -460,7 +460,7 @@ func TestGraphQLWSClientAcrossGateways(t *testing.T) {
 	// surely in the list) to its receipt; from the add's request is logged
 	// too.
 	var fromAck, fromSend []time.Duration
-	checkLatency := func(sub string, values []string) {
+	recordLatency := func(sub string, values []string) {
 		t.Helper()
 		for _, it := range js.items[sub] {
 			if !slices.Contains(values, it.value) {
@@ -468,9 +468,6 @@ func TestGraphQLWSClientAcrossGateways(t *testing.T) {
 			}
 			a := adds[it.value]
 			fromAck, fromSend = append(fromAck, it.at.Sub(a.acked)), append(fromSend, it.at.Sub(a.sent))
-			if l := it.at.Sub(a.acked); l > 2*poll {
-				t.Errorf("%s: %s arrived %v after its add returned, more than two poll intervals (%v)", sub, it.value, l, 2*poll)
-			}
 		}
 	}
 	subscribe := func(conn, sub, since string) {
@@ -494,7 +491,7 @@ func TestGraphQLWSClientAcrossGateways(t *testing.T) {
 	// Ten items, one add each, some within one poll interval of another.
 	one := addEach("one-", 10, func(i int) time.Duration { return time.Duration(i%4) * 50 * time.Millisecond })
 	js.await("s1", one...)
-	checkLatency("s1", one)
+	recordLatency("s1", one)
 	// Five items at one timestamp in one add, then a sixth at the same
 	// timestamp in an add of its own after the five arrived.
 	same := time.Now().Truncate(time.Microsecond).UTC().Format(time.RFC3339Nano)
@@ -506,7 +503,7 @@ func TestGraphQLWSClientAcrossGateways(t *testing.T) {
 	js.await("s1", "same-0", "same-1", "same-2", "same-3", "same-4")
 	add([2]string{"same-5", same})
 	js.await("s1", "same-5")
-	checkLatency("s1", []string{"same-0", "same-1", "same-2", "same-3", "same-4", "same-5"})
+	recordLatency("s1", []string{"same-0", "same-1", "same-2", "same-3", "same-4", "same-5"})
 	js.checkOnceOldestFirst("s1", "", nil)
 	for i, it := range js.items["s1"][:10] {
 		if it.value != one[i] {
@@ -530,7 +527,7 @@ func TestGraphQLWSClientAcrossGateways(t *testing.T) {
 		js.await(newSub, away...)
 		back := addEach(prefix+"back-", 3, func(i int) time.Duration { return time.Duration(i+1) * 70 * time.Millisecond })
 		js.await(newSub, back...)
-		checkLatency(newSub, back)
+		recordLatency(newSub, back)
 		again := js.checkOnceOldestFirst(newSub, since, had)
 		if got, want := len(js.items[newSub])-again, len(away)+len(back); got != want {
 			t.Errorf("%s received %d new items, want %d: %v", newSub, got, want, js.items[newSub])
@@ -566,7 +563,7 @@ func TestGraphQLWSClientRefusals(t *testing.T) {
 	js := startJSClient(t)
 	keys := map[string]string{"reader": "reader-key-ws", "writer": "writer-key-ws"}
 	hash := func(k string) string { h := sha256.Sum256([]byte(k)); return hex.EncodeToString(h[:]) }
-	g := startGateway(t, "LISTGATE_SUBSCRIPTION_POLL=200ms", "LISTGATE_CORS_ORIGINS=https://app.example.com",
+	g := startGateway(t, "LISTGATE_CORS_ORIGINS=https://app.example.com",
 		fmt.Sprintf("LISTGATE_API_KEYS=reader %s lists:read;writer %s lists:write,features:admin", hash(keys["reader"]), hash(keys["writer"])))
 	requestAs(t, g.base, keys["writer"], `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, nil)
 	vars := map[string]any{"t": "user", "id": "u1", "f": "f"}

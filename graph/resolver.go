@@ -40,6 +40,9 @@ func (r *Resolver) stream(ctx context.Context, w *lists.Watch) <-chan model.List
 			}
 			select {
 			case out <- model.ItemOf(w.Feature, &it):
+			case <-w.Done():
+				// Ended while its client was not reading: the next call
+				// says why, and what it held is let go.
 			case <-ctx.Done():
 				return
 			}

@@ -206,6 +206,9 @@ func (w *Watch) Next(ctx context.Context) (store.Item, error) {
 	}
 }
 
+// Done is closed once the gateway has ended the watch: Next says why.
+func (w *Watch) Done() <-chan struct{} { return w.sub.Done() }
+
 // current says whether a watched list's feature is still the one
 // subscribed to: one deleted, or created again, ends its watches.
 func (s *Service) current(l store.List) error {

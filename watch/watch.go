@@ -178,6 +178,8 @@ type list struct {
 	items []entry // oldest first
 	bytes int64   // of items
 	subs  map[*Subscription]struct{}
+	// holding is how many of subs hold catch-up bytes.
+	holding int
 	// recent are the keys delivered in the last moments: an item whose
 	// add was recorded twice (a retry after a record that seemed to fail)
 	// is delivered once.
@@ -390,10 +392,7 @@ func (h *Hub) end(s *Subscription, err error, why metric.AddOption) {
 	}
 	s.err = err
 	close(s.done)
-	if s.held > 0 {
-		h.catchUp.Release(s.held)
-		s.held = 0
-	}
+	h.setHeld(s, 0)
 	h.drop(s)
 }
 
@@ -453,7 +452,8 @@ func (h *Hub) tick() {
 				for s := range w.subs {
 					h.end(s, err, endedNotFound)
 				}
-			} else {
+			} else if len(w.items) > 0 || w.holding > 0 || len(w.recent) > 0 {
+				// An idle list costs nothing here.
 				h.enforce(w, now)
 				for k, at := range w.recent {
 					if now.Sub(at) > time.Minute {
@@ -469,7 +469,7 @@ func (h *Hub) tick() {
 // Next returns the subscription's next item: of the list from since on
 // first, then of the adds from when it started. It blocks until one
 // comes or ctx ends (ctx.Err()); once the hub has ended the subscription
-// it returns why, or ErrEnded when the hub closed.
+// it returns why, at once, or ErrEnded when the hub closed.
 func (s *Subscription) Next(ctx context.Context) (store.Item, error) {
 	if !s.caughtUp {
 		it, ok, err := s.nextCaughtUp(ctx)
@@ -515,7 +515,7 @@ func (s *Subscription) Next(ctx context.Context) (store.Item, error) {
 }
 
 // Done is closed once the hub has ended the subscription: Next returns
-// what is left, then why.
+// why.
 func (s *Subscription) Done() <-chan struct{} { return s.done }
 
 // ErrEnded is what Next returns once the hub has closed.
@@ -531,6 +531,7 @@ func (s *Subscription) nextCaughtUp(ctx context.Context) (store.Item, bool, erro
 	for {
 		select {
 		case <-s.done:
+			s.catchUp = nil                 // let go of the page at once
 			return store.Item{}, false, nil // Next says why
 		default:
 		}
@@ -558,7 +559,8 @@ func (s *Subscription) nextCaughtUp(ctx context.Context) (store.Item, bool, erro
 			return store.Item{}, false, nil
 		default:
 		}
-		s.held, s.asked = need, time.Now()
+		h.setHeld(s, need)
+		s.asked = time.Now()
 		h.mu.Unlock()
 		items, err := h.cfg.Store.Since(ctx, s.list.l, s.from, h.cfg.CatchUpPage+1)
 		if err != nil {
@@ -571,8 +573,7 @@ func (s *Subscription) nextCaughtUp(ctx context.Context) (store.Item, bool, erro
 		}
 		h.mu.Lock()
 		if bytes < s.held {
-			h.catchUp.Release(s.held - bytes)
-			s.held = bytes
+			h.setHeld(s, bytes)
 		}
 		h.mu.Unlock()
 		s.from = ""
@@ -590,12 +591,23 @@ func (s *Subscription) nextCaughtUp(ctx context.Context) (store.Item, bool, erro
 // releaseCatchUp gives back the catch-up bytes held.
 func (s *Subscription) releaseCatchUp() {
 	s.hub.mu.Lock()
-	held := s.held
-	s.held = 0
+	s.hub.setHeld(s, 0)
 	s.hub.mu.Unlock()
-	if held > 0 {
-		s.hub.catchUp.Release(held)
+}
+
+// setHeld sets the catch-up bytes s holds, giving back any it no longer
+// does; h.mu is held.
+func (h *Hub) setHeld(s *Subscription, held int64) {
+	if d := s.held - held; d > 0 {
+		h.catchUp.Release(d)
 	}
+	switch {
+	case s.held == 0 && held > 0:
+		s.list.holding++
+	case s.held > 0 && held == 0:
+		s.list.holding--
+	}
+	s.held = held
 }
 
 // Close ends every subscription (Next returns ErrEnded) and stops
