@@ -153,7 +153,8 @@ func subscriptionGateway(t *testing.T, s store.Store, cfgs ...func(*endpoint.Con
 // oldest first, each once.
 func TestSubscriptionDeliversItems(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s store.Store) {
-		g, srv := subscriptionGateway(t, s)
+		m, metered := withMeters(t)
+		g, srv := subscriptionGateway(t, s, metered)
 		g.createFeature("history", "STRING", 3600)
 		c, _, err := dial(t, srv.URL, "")
 		if err != nil {
@@ -163,7 +164,7 @@ func TestSubscriptionDeliversItems(t *testing.T) {
 			t.Fatalf("init: %+v %v", m, err)
 		}
 		c.subscribe("1", fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u1", feature: "history") { value timestamp } }`, g.entityType))
-		time.Sleep(100 * time.Millisecond) // subscribed
+		m.await(1, "listgate.subscriptions.active")
 		now := time.Now()
 		g.add("u1", "history", item{"b", ts(now.Add(time.Millisecond))}, item{"a", ts(now)})
 		g.add("u1", "history", item{"c", ts(now.Add(2 * time.Millisecond))})
@@ -198,7 +199,8 @@ func TestSubscriptionAuthOriginAndBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, srv := subscriptionGateway(t, embeddedStore(t), func(c *endpoint.Config) {
+	m, metered := withMeters(t)
+	g, srv := subscriptionGateway(t, embeddedStore(t), metered, func(c *endpoint.Config) {
 		c.Auth = authn
 		c.Subscriptions.Origins = []string{"https://app.example.com"}
 		c.Subscriptions.PerConnection = 2
@@ -247,7 +249,7 @@ func TestSubscriptionAuthOriginAndBounds(t *testing.T) {
 	g.token = "r"
 	c.subscribe("2", subscribeTo("f"))
 	c.subscribe("3", subscribeTo("f"))
-	time.Sleep(100 * time.Millisecond) // both running
+	m.await(2, "listgate.subscriptions.active")
 	c.subscribe("4", subscribeTo("f"))
 	if f := c.failure("4"); !strings.Contains(f, "--max-subscriptions-per-connection") || !strings.Contains(f, "BAD_USER_INPUT") {
 		t.Fatalf("a third subscription on a connection allowing 2: %s", f)
@@ -273,7 +275,8 @@ func TestSubscriptionAuthOriginAndBounds(t *testing.T) {
 // On shutdown every subscription gets its complete message, then its
 // WebSocket closes with 1001 (going away), which clients retry.
 func TestSubscriptionsEndOnShutdown(t *testing.T) {
-	g, srv := subscriptionGateway(t, embeddedStore(t))
+	m, metered := withMeters(t)
+	g, srv := subscriptionGateway(t, embeddedStore(t), metered)
 	g.createFeature("f", "STRING", 3600)
 	c, _, err := dial(t, srv.URL, "")
 	if err != nil {
@@ -281,7 +284,7 @@ func TestSubscriptionsEndOnShutdown(t *testing.T) {
 	}
 	c.init("")
 	c.subscribe("1", fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u1", feature: "f") { value } }`, g.entityType))
-	time.Sleep(100 * time.Millisecond)
+	m.await(1, "listgate.subscriptions.active")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	done := make(chan struct{})
@@ -293,4 +296,73 @@ func TestSubscriptionsEndOnShutdown(t *testing.T) {
 		t.Fatalf("then %v; want a close with 1001, going away", err)
 	}
 	<-done
+}
+
+// A subscription whose client stops reading ends with TOO_SLOW, naming the
+// since to subscribe again with; one whose feature is deleted and created
+// again ends with NOT_FOUND, and a subscription to the new feature gets its
+// items.
+func TestSubscriptionEndsWithItsCode(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s store.Store) {
+		m, metered := withMeters(t)
+		g, srv := subscriptionGateway(t, s, metered, func(c *endpoint.Config) {
+			c.Subscriptions.BufferBytes = 1 << 10
+			c.Subscriptions.SlowTimeout = 100 * time.Millisecond
+		})
+		g.createFeature("f", "STRING", 3600)
+		subscribeTo := func(c *wsClient, id, entityID string) {
+			c.subscribe(id, fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: %q, feature: "f") { value timestamp } }`, g.entityType, entityID))
+		}
+		connect := func() *wsClient {
+			c, _, err := dial(t, srv.URL, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m, err := c.init(""); err != nil || m.Type != "connection_ack" {
+				t.Fatalf("init: %+v %v", m, err)
+			}
+			return c
+		}
+
+		c := connect()
+		subscribeTo(c, "gone", "u1")
+		m.await(1, "listgate.subscriptions.active")
+		g.ok(`mutation { deleteListFeature(entityType: "$type", name: "f") }`, nil, nil)
+		g.createFeature("f", "STRING", 3600)
+		if f := c.failure("gone"); !strings.Contains(f, "NOT_FOUND") || !strings.Contains(f, "subscribe again") {
+			t.Fatalf("a subscription to a feature deleted and created again: %s", f)
+		}
+		m.await(0, "listgate.subscriptions.active")
+		subscribeTo(c, "new", "u1")
+		m.await(1, "listgate.subscriptions.active")
+		g.add("u1", "f", item{"of the new feature", ""})
+		if id, v, _ := c.item(); id != "new" || v != "of the new feature" {
+			t.Fatalf("got %s of %s", v, id)
+		}
+
+		slow := connect()
+		subscribeTo(slow, "slow", "u2")
+		m.await(2, "listgate.subscriptions.active")
+		big := strings.Repeat("x", 10<<10)
+		for i := range 40 { // 20 MB: more than the socket's buffers take
+			items := make([]item, 50)
+			for k := range items {
+				items[k] = item{fmt.Sprint(i, "-", k, big), ""}
+			}
+			g.add("u2", "f", items...)
+		}
+		m.await(1, "listgate.subscriptions.ended", "reason=too_slow")
+		for n := 0; ; n++ {
+			msg, err := slow.next()
+			if err != nil {
+				t.Fatalf("after %d items: %v", n, err)
+			}
+			if msg.Type != "next" {
+				if p := string(msg.Payload); !strings.Contains(p, "TOO_SLOW") || !strings.Contains(p, "since:") {
+					t.Fatalf("the slow subscription ended with %s", p)
+				}
+				break
+			}
+		}
+	})
 }

@@ -33,6 +33,16 @@ func withMeters(t *testing.T) (*meters, func(*endpoint.Config)) {
 	return m, func(c *endpoint.Config) { c.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(m.reader)) }
 }
 
+// await waits until value(name, attrs...) is want, failing after 10 s.
+func (m *meters) await(want int64, name string, attrs ...string) {
+	m.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); m.value(name, attrs...) != want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			m.t.Fatalf("%s%v = %d after 10 s, want %d", name, attrs, m.value(name, attrs...), want)
+		}
+	}
+}
+
 // value sums the points of an int64 counter or gauge whose attributes
 // include every one of attrs ("name=value").
 func (m *meters) value(name string, attrs ...string) int64 {
@@ -287,11 +297,7 @@ func TestWebSocketOperationsAreBounded(t *testing.T) {
 	// The complexity of the running one is held, and given back once it
 	// has answered TIMEOUT at its deadline.
 	// (The refused one's is given back once its error is sent.)
-	for deadline := time.Now().Add(10 * time.Second); m.value("listgate.inflight.complexity") != 1+10*2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("listgate_inflight_complexity = %d while the query runs, want 21", m.value("listgate.inflight.complexity"))
-		}
-	}
+	m.await(1+10*2, "listgate.inflight.complexity")
 	mm, err := c.next()
 	if err != nil || mm.ID != "slow" || mm.Type != "next" || !strings.Contains(string(mm.Payload), "TIMEOUT") || !strings.Contains(string(mm.Payload), "--request-timeout") {
 		t.Fatalf("the query past its deadline: %+v %v", mm, err)
