@@ -131,8 +131,12 @@ func TestLiveListsAcrossTwoGateways(t *testing.T) {
 		return subs
 	})
 
-	feedReads := func() float64 { return metric(t, b.base, "listgate_cql_statement_duration_seconds_count", `db_operation_name="SELECT list_changes"`) }
-	listReads := func() float64 { return metric(t, b.base, "listgate_cql_statement_duration_seconds_count", `db_operation_name="SELECT list_items"`) }
+	feedReads := func() float64 {
+		return metric(t, b.base, "listgate_cql_statement_duration_seconds_count", `db_operation_name="SELECT list_changes"`)
+	}
+	listReads := func() float64 {
+		return metric(t, b.base, "listgate_cql_statement_duration_seconds_count", `db_operation_name="SELECT list_items"`)
+	}
 	feed0, list0, t0 := feedReads(), listReads(), time.Now()
 	type add struct {
 		list  int
