@@ -44,7 +44,7 @@ var dashboardVars = strings.NewReplacer(
 // The dashboard and the alerts work on a real Prometheus: promtool accepts
 // the rules; a gateway on Cassandra gets a short load that touches every
 // metric they read (queries, mutations, errors of several codes, an
-// unknown feature, a subscription and one refused, a request refused at
+// unknown feature, a subscription, one refused and one ended, a request refused at
 // --max-in-flight, one past its deadline, CQL statements cut short by it);
 // Prometheus scrapes it every second and evaluates the rules. Then every
 // panel's query and every alert's expression, without its threshold, must
@@ -348,32 +348,38 @@ func (l *dashboardLoad) run() {
 	l.cutShort()
 }
 
-// subscriptions leaves one subscription open on a list, delivers it an
-// item, and has a second one, on another list, refused at
-// --max-watched-lists 1 on a connection then closed: a WebSocket is counted
-// as a request when it closes.
+// subscriptions has one subscription on a list, delivers it an item, and
+// has a second one, on another list, refused at --max-watched-lists 1 on a
+// connection then closed (a WebSocket is counted as a request when it
+// closes); then it deletes the first one's feature, which ends it.
 func (l *dashboardLoad) subscriptions() {
 	t := l.t
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	watching := l.subscribe(ctx, "u-sub")
+	l.want("", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "live", valueType: STRING, ttlSeconds: 3600}) { key } }`, l.entityType))
+	watching := l.subscribe(ctx, "live", "u-sub")
 	t.Cleanup(func() { watching.CloseNow() })
 	waitMetric(t, l.g.base, "listgate_subscription_lists_watched", 1, 10*time.Second)
-	l.want("", fmt.Sprintf(`mutation { addListItems(list: %s, items: [{value: "live"}]) { added } }`, l.list("u-sub")))
+	l.want("", fmt.Sprintf(`mutation { addListItems(list: {entityType: %q, entityId: "u-sub", feature: "live"}, items: [{value: "live"}]) { added } }`, l.entityType))
 	if m := readUntil(ctx, t, watching, "next"); !strings.Contains(m, `"live"`) {
 		t.Fatalf("the subscription got %s; want the item live", m)
 	}
 
-	refused := l.subscribe(ctx, "u-other")
+	refused := l.subscribe(ctx, "reads", "u-other")
 	if m := readUntil(ctx, t, refused, "next", "error"); !strings.Contains(m, `"UNAVAILABLE"`) {
 		t.Fatalf("a second list watched at --max-watched-lists 1: %s; want UNAVAILABLE", m)
 	}
 	refused.Close(websocket.StatusNormalClosure, "")
+
+	l.want("", fmt.Sprintf(`mutation { deleteListFeature(entityType: %q, name: "live") }`, l.entityType))
+	if m := readUntil(ctx, t, watching, "next", "error"); !strings.Contains(m, `"NOT_FOUND"`) {
+		t.Fatalf("the subscription to a deleted feature: %s; want NOT_FOUND", m)
+	}
 }
 
 // subscribe opens a graphql-transport-ws connection and subscribes to the
-// list of entity id.
-func (l *dashboardLoad) subscribe(ctx context.Context, id string) *websocket.Conn {
+// list of entity id of feature.
+func (l *dashboardLoad) subscribe(ctx context.Context, feature, id string) *websocket.Conn {
 	t := l.t
 	t.Helper()
 	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(l.g.base, "http")+"/graphql",
@@ -390,7 +396,7 @@ func (l *dashboardLoad) subscribe(ctx context.Context, id string) *websocket.Con
 	write(map[string]any{"type": "connection_init", "payload": map[string]any{}})
 	readUntil(ctx, t, conn, "connection_ack")
 	write(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{
-		"query": listItemsAdded, "variables": map[string]any{"t": l.entityType, "id": id, "f": "reads"}}})
+		"query": listItemsAdded, "variables": map[string]any{"t": l.entityType, "id": id, "f": feature}}})
 	return conn
 }
 
