@@ -65,7 +65,7 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 3, "runs of each measurement; medians are reported")
 	flag.StringVar(&c.out, "out", "BENCHMARKS.md", "Markdown report")
 	flag.StringVar(&c.json, "json", "bench/results.json", "JSON report")
-	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: peers, contains, count, adds, distinct, caps, batch, fanout, removes, embedded (for tuning; reports go to .run/)")
+	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: peers, contains, count, adds, distinct, caps, batch, fanout, removes, live, embedded (for tuning; reports go to .run/)")
 	flag.StringVar(&c.gatewayBin, "gateway-bin", "", "measure this listgate binary instead of building the working tree (to compare commits; the peer table's REST peer and stock gqlgen build still come from the working tree; reports go to .run/)")
 	flag.BoolVar(&c.render, "render", false, "only write --out again from --json (after a change of the report's text)")
 	flag.BoolVar(&c.quick, "quick", false, "a short run with small lists, to check the harness (reports go to .run/)")

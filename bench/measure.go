@@ -180,6 +180,11 @@ func measure(ctx context.Context, c config) (*report, error) {
 			return nil, err
 		}
 	}
+	if c.does("live") {
+		if rep.Live, err = liveLists(ctx, c, bin, keyspace); err != nil {
+			return nil, err
+		}
+	}
 	if !c.does("embedded") {
 		return rep, nil
 	}
