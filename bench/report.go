@@ -179,6 +179,10 @@ func (r *report) write(mdPath, jsonPath string) error {
 		b.WriteString("\n## Live lists\n\nSubscriptions over WebSockets (`listItemsAdded`) to separate `listgate` processes with default settings; CPU, memory and reads are the subscribers' gateway's, from /proc and its /metrics. Idle: 20,000 watched lists (200 WebSockets × 100 subscriptions) nobody adds to, measured for 10 s once all are open. Flow: two gateways on Cassandra, adds of 10 items through A at 1,000 items/s for 10 s, 2,000 subscriptions on B over 200 lists; latency is from an add's acknowledgement to each receipt, and a subscription is wrong unless it got each item of its list once. Burst: ten adds of 1,000 items, one after another, to one list with ten subscriptions reading as fast as they can; its time is from the first add to the last receipt.\n\n")
 		b.WriteString("| scenario | store | subscriptions / lists | items added / deliveries | wrong / ended | seconds | gateway CPU (cores) | gateway RSS MiB | change feed reads/s | list reads | latency p50 / p99 / max ms |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, x := range r.Live {
+			if x.Failed != "" {
+				fmt.Fprintf(&b, "| %s | %s | %s / %s | not measured: %s | | | | | | | |\n", x.Scenario, x.Store, grouped(x.Subscriptions), grouped(x.Lists), x.Failed)
+				continue
+			}
 			fmt.Fprintf(&b, "| %s | %s | %s / %s | %s / %s | %d / %.0f | %.1f | %.3f | %.0f | %.1f | %.0f | %.0f / %.0f / %.0f |\n",
 				x.Scenario, x.Store, grouped(x.Subscriptions), grouped(x.Lists), grouped(x.Items), grouped(x.Deliveries), x.Wrong, x.Ended,
 				x.Seconds, x.CPUCores, x.RSSMiB, x.FeedReadsPerSec, x.ListReads, x.P50Ms, x.P99Ms, x.MaxMs)
