@@ -174,6 +174,9 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.IntVar(&c.Limits.MaxResponseBytes, "max-response-bytes", endpoint.DefaultLimits.MaxResponseBytes, "most bytes of list items in one response")
 	fs.IntVar(&c.Limits.MaxInFlightComplexity, "max-in-flight-complexity", endpoint.DefaultLimits.MaxInFlightComplexity, "complexity of the operations running at once (at least --max-complexity); more wait for room until their deadline")
 	fs.IntVar(&c.Limits.MaxInFlight, "max-in-flight", endpoint.DefaultLimits.MaxInFlight, "GraphQL requests served at once; more are refused with 503")
+	fs.Float64Var(&c.Limits.CallerCostRate, "caller-cost-rate", endpoint.DefaultLimits.CallerCostRate, "each caller's budget of complexity points a second on this gateway (0: no budget); an API key's cost=rate/burst or a JWT's listgate_cost claim sets its own")
+	fs.Float64Var(&c.Limits.CallerCostBurst, "caller-cost-burst", endpoint.DefaultLimits.CallerCostBurst, "each caller's budget of complexity points at once (at least --max-complexity)")
+	fs.Float64Var(&c.Limits.CallerInFlightShare, "caller-max-in-flight-share", endpoint.DefaultLimits.CallerInFlightShare, "the share of --max-in-flight and of --max-in-flight-complexity one caller's operations may hold, above 0 and at most 1")
 	fs.DurationVar(&c.Limits.RequestTimeout, "request-timeout", endpoint.DefaultLimits.RequestTimeout, "deadline of one request, passed down to every CQL statement")
 	fs.IntVar(&c.Limits.QueryCacheBytes, "query-cache-bytes", endpoint.DefaultLimits.QueryCacheBytes, "memory for parsed GraphQL documents, estimated")
 	fs.IntVar(&c.Limits.APQCacheBytes, "apq-cache-bytes", endpoint.DefaultLimits.APQCacheBytes, "memory for automatic persisted queries")
@@ -327,6 +330,10 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("loader settings: wait must be 0 or more, max batch and concurrency 1 or more")
 	case c.Limits.MaxListLimit < 1 || c.Limits.MaxListLimit > 10_000:
 		return c, fmt.Errorf("--max-list-limit %d: must be from 1 to 10000", c.Limits.MaxListLimit)
+	case c.Limits.CallerCostRate < 0 || (c.Limits.CallerCostRate > 0 && c.Limits.CallerCostBurst < float64(c.Limits.MaxComplexity)):
+		return c, fmt.Errorf("--caller-cost-rate %v, --caller-cost-burst %v: the rate must be 0 (no budget) or more, and the burst at least --max-complexity (%d), so that every operation allowed can run", c.Limits.CallerCostRate, c.Limits.CallerCostBurst, c.Limits.MaxComplexity)
+	case c.Limits.CallerInFlightShare <= 0 || c.Limits.CallerInFlightShare > 1:
+		return c, fmt.Errorf("--caller-max-in-flight-share %v: must be above 0 and at most 1", c.Limits.CallerInFlightShare)
 	case c.Limits.MaxEntities < 1:
 		return c, fmt.Errorf("--max-entities %d: must be 1 or more", c.Limits.MaxEntities)
 	case c.Feed.Poll < 10*time.Millisecond || c.Feed.Window < 100*time.Millisecond || c.Feed.Shards < 1 || c.Feed.Shards > 256:

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,10 +36,13 @@ const (
 	ListsRead     = "lists:read"     // queries
 	ListsWrite    = "lists:write"    // adds and removes
 	FeaturesAdmin = "features:admin" // creating and deleting features and versions
+	// DocumentsAny lets a caller send operations that are not trusted
+	// documents when --trusted-documents enforces them.
+	DocumentsAny = "documents:any"
 )
 
 // Scopes are all the scopes there are.
-var Scopes = []string{ListsRead, ListsWrite, FeaturesAdmin}
+var Scopes = []string{ListsRead, ListsWrite, FeaturesAdmin, DocumentsAny}
 
 // Principal is an authenticated caller.
 type Principal struct {
@@ -51,15 +55,25 @@ type Principal struct {
 	// Expires is when the caller's JWT expires (zero for an API key): a
 	// WebSocket authenticated by it closes then.
 	Expires time.Time
-	scopes  []string
+	// Cost is the caller's own cost budget, when its API key or JWT names
+	// one; zero fields take the gateway's.
+	Cost   CostBudget
+	scopes []string
+}
+
+// CostBudget is a caller's budget of complexity points: Rate per second,
+// up to Burst at once.
+type CostBudget struct {
+	Rate, Burst float64
 }
 
 // Has reports whether the caller was granted scope.
 func (p *Principal) Has(scope string) bool { return slices.Contains(p.scopes, scope) }
 
 // Anyone is the caller when authentication is not configured (development
-// only): every scope.
-var Anyone = &Principal{Name: "anonymous", scopes: Scopes}
+// only): every scope of the lists and features. Trusted documents, when
+// enforced, hold for it too.
+var Anyone = &Principal{Name: "anonymous", scopes: []string{ListsRead, ListsWrite, FeaturesAdmin}}
 
 // Config says which tokens are valid.
 type Config struct {
@@ -93,6 +107,7 @@ type apiKey struct {
 	name   string
 	hash   [sha256.Size]byte
 	scopes []string
+	cost   CostBudget
 }
 
 // New builds an authenticator. With neither API keys nor JWT keys it lets
@@ -175,8 +190,8 @@ func (a *Authenticator) Run(ctx context.Context) {
 
 func parseAPIKey(line string) (apiKey, error) {
 	f := strings.Fields(line)
-	if len(f) != 3 {
-		return apiKey{}, errors.New(`want "name sha256-hex scope[,scope…]"`)
+	if len(f) != 3 && len(f) != 4 {
+		return apiKey{}, errors.New(`want "name sha256-hex scope[,scope…] [cost=rate/burst]"`)
 	}
 	var k apiKey
 	k.name = f[0]
@@ -190,6 +205,16 @@ func parseAPIKey(line string) (apiKey, error) {
 			return apiKey{}, fmt.Errorf("%s: unknown scope %q (known: %s)", k.name, s, strings.Join(Scopes, ", "))
 		}
 		k.scopes = append(k.scopes, s)
+	}
+	if len(f) == 4 {
+		budget, ok := strings.CutPrefix(f[3], "cost=")
+		rate, burst, ok2 := strings.Cut(budget, "/")
+		var err1, err2 error
+		k.cost.Rate, err1 = strconv.ParseFloat(rate, 64)
+		k.cost.Burst, err2 = strconv.ParseFloat(burst, 64)
+		if !ok || !ok2 || err1 != nil || err2 != nil || k.cost.Rate <= 0 || k.cost.Burst <= 0 {
+			return apiKey{}, fmt.Errorf("%s: %q: want cost=rate/burst, its budget of complexity points per second and at once (e.g. cost=50000/200000)", k.name, f[3])
+		}
 	}
 	return k, nil
 }
@@ -236,7 +261,7 @@ func (a *Authenticator) Authenticate(authorization string) (*Principal, error) {
 	if found == nil {
 		return nil, fmt.Errorf("%w: the token is not a valid API key or JWT", errkind.Unauthenticated)
 	}
-	return &Principal{Name: found.name, Caller: "key:" + found.name, scopes: found.scopes}, nil
+	return &Principal{Name: found.name, Caller: "key:" + found.name, Cost: found.cost, scopes: found.scopes}, nil
 }
 
 // jwtAlgs are the signing algorithms a JWT may use.
@@ -300,6 +325,11 @@ type claims struct {
 	jwt.RegisteredClaims
 	Scope scopeClaim `json:"scope"`
 	Scp   scopeClaim `json:"scp"`
+	// Cost is the caller's own budget, {"rate": points/s, "burst": points}.
+	Cost *struct {
+		Rate  float64 `json:"rate"`
+		Burst float64 `json:"burst"`
+	} `json:"listgate_cost"`
 }
 
 // verifyJWT checks token against the configured keys that fit its alg, in
@@ -349,6 +379,9 @@ func (a *Authenticator) verifyJWT(token string) (*Principal, error) {
 		return nil, fmt.Errorf("%w: the JWT has no sub claim, which names its caller", errkind.Unauthenticated)
 	}
 	p := &Principal{Name: c.Subject, Caller: "jwt:" + c.Issuer + "/" + c.Subject, scopes: known}
+	if c.Cost != nil && c.Cost.Rate > 0 && c.Cost.Burst > 0 {
+		p.Cost = CostBudget{c.Cost.Rate, c.Cost.Burst}
+	}
 	if c.ExpiresAt != nil {
 		p.Expires = c.ExpiresAt.Time
 	}

@@ -37,6 +37,10 @@ func startGateway(bin string, concurrency int, args ...string) (*server, error) 
 // port and print "serving http://…" as its first line on stdout.
 func startServer(bin string, concurrency int, args ...string) (*server, error) {
 	cmd := exec.Command(bin, args...)
+	// The benchmark measures what one client can get: no per-caller cost
+	// budget (set by the environment, which a gateway older than the flag
+	// ignores).
+	cmd.Env = append(os.Environ(), "LISTGATE_CALLER_COST_RATE=0")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -276,12 +276,16 @@ func (c *connection) run(ctx context.Context, cancel context.CancelFunc, m messa
 		free()
 		c.error(ctx, m.ID, errs)
 	}
+	if _, err := h.callers.Blocked(timed, op.Caller, op.Principal); err != nil {
+		fail(timed, gqlerror.List{gqlerror.WrapPath(nil, err)})
+		return
+	}
 	params := new(graphql.RawParams)
 	if err := decodeParams("subscribe payload", m.Payload, params); err != nil {
 		fail(timed, gqlerror.List{gqlerror.WrapPath(nil, err)})
 		return
 	}
-	release, err := h.admit(timed)
+	release, err := h.admit(timed, op.Caller)
 	if err != nil {
 		fail(timed, gqlerror.List{gqlerror.WrapPath(nil, err)})
 		return

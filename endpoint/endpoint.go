@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -57,8 +59,15 @@ type Limits struct {
 	// at once; one that does not fit waits for room until its deadline.
 	MaxInFlightComplexity int
 	RequestTimeout        time.Duration // a query's or mutation's deadline, passed down to every CQL statement
-	QueryCacheBytes       int           // parsed documents kept, in estimated bytes
-	APQCacheBytes         int           // automatic persisted queries kept, in bytes
+	// CallerCostRate and CallerCostBurst are each caller's budget of
+	// complexity points on this gateway, a second and at once (rate 0: no
+	// budget); a caller's API key or JWT may name its own.
+	CallerCostRate, CallerCostBurst float64
+	// CallerInFlightShare is the share of MaxInFlight and of
+	// MaxInFlightComplexity one caller's operations may hold (0 or 1: all).
+	CallerInFlightShare float64
+	QueryCacheBytes     int // parsed documents kept, in estimated bytes
+	APQCacheBytes       int // automatic persisted queries kept, in bytes
 }
 
 // DefaultLimits are safe defaults that agree with each other: the most
@@ -70,6 +79,7 @@ var DefaultLimits = Limits{
 	MaxDepth: 10, MaxComplexity: 100_000,
 	MaxTokens: 20_000, MaxFields: 1000, MaxBodyBytes: 1 << 20, MaxResponseBytes: 32 << 20,
 	MaxInFlight: 256, MaxInFlightComplexity: 300_000, RequestTimeout: 10 * time.Second, QueryCacheBytes: 64 << 20, APQCacheBytes: 16 << 20,
+	CallerCostRate: 500_000, CallerCostBurst: 1_000_000, CallerInFlightShare: 0.5,
 }
 
 // Config is what the endpoint is built from.
@@ -102,8 +112,13 @@ type Handler struct {
 	limits   Limits
 	hosts    hosts
 	inFlight chan struct{} // a slot per query or mutation being served
-	observer *observer
-	sockets  *sockets
+	callers  *guards.Callers
+	// slots are the slots of inFlight each caller holds, at most slotShare.
+	mu        sync.Mutex
+	slots     map[string]int
+	slotShare int
+	observer  *observer
+	sockets   *sockets
 }
 
 // New returns the endpoint: POST and GET, and graphql-transport-ws on
@@ -159,17 +174,26 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	budget, err := guards.NewBudget(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity)), meter)
+	share := cfg.Limits.CallerInFlightShare
+	if share <= 0 || share > 1 {
+		share = 1
+	}
+	budget, err := guards.NewBudget(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity)), share, meter)
+	if err != nil {
+		return nil, err
+	}
+	callers, err := guards.NewCallers(cfg.Limits.CallerCostRate, max(cfg.Limits.CallerCostBurst, float64(cfg.Limits.MaxComplexity)), cfg.Now, meter)
 	if err != nil {
 		return nil, err
 	}
 
 	x := executor.New(exec.NewExecutableSchema(exec.Config{Resolvers: graph.NewResolver(svc)}))
 	x.SetDefaultRulesFn(guards.ValidationRules)
-	extensions{cfg: cfg, lists: svc, budget: budget, tracer: tracer, spans: !tracingOff,
+	extensions{cfg: cfg, lists: svc, budget: budget, callers: callers, tracer: tracer, spans: !tracingOff,
 		present: errorPresenter(cfg.Log, socks.countRefusal), recover: onPanic}.install(x)
 	h := &Handler{exec: x, lists: svc, auth: cfg.Auth, limits: cfg.Limits, hosts: newHosts(cfg.Hosts, !cfg.Auth.Configured()),
-		inFlight: make(chan struct{}, max(cfg.Limits.MaxInFlight, 1)), observer: obs, sockets: socks}
+		inFlight: make(chan struct{}, max(cfg.Limits.MaxInFlight, 1)), callers: callers, slots: map[string]int{},
+		slotShare: max(1, int(share*float64(max(cfg.Limits.MaxInFlight, 1)))), observer: obs, sockets: socks}
 	socks.h = h
 	return h, nil
 }
@@ -229,6 +253,12 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 		return http.StatusUnauthorized, err
 	}
 	op.Principal, op.Caller = p, callerOf(p, r)
+	if q, err := h.callers.Blocked(ctx, op.Caller, p); err != nil {
+		op.Quota = q
+		h.rateLimitHeaders(w, op)
+		w.Header().Set("Retry-After", strconv.FormatInt(q.RetrySeconds(), 10))
+		return http.StatusTooManyRequests, err
+	}
 	var params *graphql.RawParams
 	switch op.Transport {
 	case operation.POST:
@@ -251,18 +281,27 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 	default:
 		return unsupported(w, r)
 	}
-	release, err := h.admit(ctx)
+	release, err := h.admit(ctx, op.Caller)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
+		if errors.Is(err, errkind.Throttled) {
+			return http.StatusTooManyRequests, err
+		}
 		return http.StatusServiceUnavailable, err
 	}
 	defer release()
 	params.Headers = r.Header
 	params.ReadTime = graphql.TraceTiming{Start: graphql.GetStartTime(ctx), End: graphql.Now()}
 	rc, errs := h.exec.CreateOperationContext(ctx, params)
+	h.rateLimitHeaders(w, op)
 	if errs != nil {
-		w.WriteHeader(operationErrorStatus(errs, contentType))
-		writeResponse(w, h.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs))
+		status := operationErrorStatus(errs, contentType)
+		if op.Quota.Throttled > 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt(op.Quota.RetrySeconds(), 10))
+			status = http.StatusTooManyRequests
+		}
+		w.WriteHeader(status)
+		writeResponse(w, withCost(h.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs), op, params.Extensions))
 		return 0, nil
 	}
 	switch {
@@ -279,14 +318,61 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 // admit takes a slot of --max-in-flight for a query or mutation, or
 // refuses it at once rather than queue, so that memory and latency stay
 // bounded; the client retries, on another replica behind a load balancer.
-func (h *Handler) admit(ctx context.Context) (release func(), err error) {
+// A caller holding its share of the slots is refused THROTTLED.
+func (h *Handler) admit(ctx context.Context, caller string) (release func(), err error) {
+	h.mu.Lock()
+	if h.slots[caller] >= h.slotShare {
+		h.mu.Unlock()
+		h.callers.Shared(ctx, caller)
+		return nil, fmt.Errorf("%w: this caller has %d requests in flight, its share of the %d this gateway serves at once (--caller-max-in-flight-share of --max-in-flight); retry in 1 s, or once they answer", errkind.Throttled, h.slotShare, cap(h.inFlight))
+	}
+	h.slots[caller]++
+	h.mu.Unlock()
+	give := func() {
+		h.mu.Lock()
+		if h.slots[caller]--; h.slots[caller] == 0 {
+			delete(h.slots, caller)
+		}
+		h.mu.Unlock()
+	}
 	select {
 	case h.inFlight <- struct{}{}:
-		return func() { <-h.inFlight }, nil
+		return func() { <-h.inFlight; give() }, nil
 	default:
+		give()
 		h.observer.refused.Add(ctx, 1)
 		return nil, fmt.Errorf("%w: the gateway is serving its limit of %d requests (--max-in-flight); retry", errkind.Refused, cap(h.inFlight))
 	}
+}
+
+// rateLimitHeaders tell a caller its cost budget, as the IETF draft
+// "RateLimit header fields for HTTP" has them: the policy (the bucket's
+// size, and the seconds to fill it), and what is left, with the seconds
+// until it is full again.
+func (h *Handler) rateLimitHeaders(w http.ResponseWriter, op *operation.Operation) {
+	q := op.Quota
+	if q.Off() {
+		if q = h.callers.Peek(op.Caller, op.Principal); q.Off() {
+			return
+		}
+	}
+	w.Header().Set("RateLimit-Policy", fmt.Sprintf(`"cost";q=%d;w=%d`, q.Limit, max(1, int64(q.Window.Seconds()+0.5))))
+	w.Header().Set("RateLimit", fmt.Sprintf(`"cost";r=%d;t=%d`, q.Remaining, int64(q.Reset.Seconds()+0.999)))
+}
+
+// withCost adds extensions.cost to a response when the request asked for
+// it (extensions: {"cost": true}): the operation's cost, and its caller's
+// budget after it.
+func withCost(resp *graphql.Response, op *operation.Operation, asked map[string]any) *graphql.Response {
+	if resp == nil || asked["cost"] != true || op.Quota.Off() {
+		return resp
+	}
+	q := op.Quota
+	if resp.Extensions == nil {
+		resp.Extensions = map[string]any{}
+	}
+	resp.Extensions["cost"] = map[string]any{"requested": q.Requested, "limit": q.Limit, "remaining": q.Remaining, "resetSeconds": int64(q.Reset.Seconds() + 0.999)}
+	return resp
 }
 
 // callerOf names the caller of a request: its principal, namespaced by
@@ -313,6 +399,7 @@ type extensions struct {
 	cfg     Config
 	lists   *lists.Service
 	budget  *guards.Budget
+	callers *guards.Callers
 	tracer  trace.Tracer
 	spans   bool // resolver spans, when spans are recorded
 	present graphql.ErrorPresenterFunc
@@ -334,7 +421,8 @@ func (e extensions) install(s setup) {
 	s.Use(guards.Scopes(e.cfg.Introspection))
 	s.Use(guards.Depth(e.cfg.Limits.MaxDepth))
 	s.Use(guards.OneStream())
-	s.Use(guards.Complexity(e.cfg.Limits.MaxComplexity, e.budget, e.lists))
+	s.Use(guards.Complexity(e.cfg.Limits.MaxComplexity, e.budget, e.callers, e.lists))
+	s.Use(costExtension{})
 	s.Use(guards.CheckMutationsFirst())
 	s.Use(operationTracing{e.tracer})
 	if e.spans {
@@ -344,4 +432,23 @@ func (e extensions) install(s setup) {
 	}
 	s.SetErrorPresenter(e.present)
 	s.SetRecoverFunc(e.recover)
+}
+
+// costExtension adds extensions.cost to the answer of an operation that
+// asked for it.
+type costExtension struct{}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.ResponseInterceptor
+} = costExtension{}
+
+func (costExtension) ExtensionName() string                   { return "Cost" }
+func (costExtension) Validate(graphql.ExecutableSchema) error { return nil }
+func (costExtension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	resp := next(ctx)
+	if op := operation.From(ctx); op != nil && graphql.HasOperationContext(ctx) {
+		return withCost(resp, op, graphql.GetOperationContext(ctx).Extensions)
+	}
+	return resp
 }

@@ -27,6 +27,7 @@ const (
 	CodeUnavailable     = "UNAVAILABLE"
 	CodeTimeout         = "TIMEOUT"
 	CodeTooSlow         = "TOO_SLOW"
+	CodeThrottled       = "THROTTLED"
 	CodeInternal        = "INTERNAL"
 )
 
@@ -75,8 +76,8 @@ func errorPresenter(log *slog.Logger, onRefused func(context.Context, error)) gr
 			if !errors.Is(err, errkind.Timeout) {
 				message = errkind.DeadlinePassed.Error() // not the driver's "context deadline exceeded"
 			}
-		case CodeTooSlow:
-			message = err.Error() // names the since to subscribe again with
+		case CodeTooSlow, CodeThrottled:
+			message = err.Error() // names the since to subscribe again with; when to retry
 		case CodeInternal:
 			log.ErrorContext(ctx, "internal error", "path", gqlErr.Path.String(), "err", err)
 			message = "internal error"
@@ -110,6 +111,8 @@ func classify(err error) string {
 		return CodeTimeout
 	case errors.Is(err, errkind.TooSlow):
 		return CodeTooSlow
+	case errors.Is(err, errkind.Throttled):
+		return CodeThrottled
 	case errors.Is(err, errkind.Forbidden):
 		return CodeForbidden
 	case errors.Is(err, errkind.Unauthenticated):

@@ -65,11 +65,15 @@ func TestPostTransportMatchesGqlgen(t *testing.T) {
 	// given each request an operation as ours gives it.
 	gqlgen := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: graph.NewResolver(ours.lists)}))
 	gqlgen.SetValidationRulesFn(guards.ValidationRules)
-	budget, err := guards.NewBudget(1<<40, noop.NewMeterProvider().Meter(""))
+	budget, err := guards.NewBudget(1<<40, 1, noop.NewMeterProvider().Meter(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	extensions{cfg: cfg, lists: ours.lists, budget: budget, tracer: tracenoop.NewTracerProvider().Tracer(""),
+	callers, err := guards.NewCallers(0, 0, time.Now, noop.NewMeterProvider().Meter(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	extensions{cfg: cfg, lists: ours.lists, budget: budget, callers: callers, tracer: tracenoop.NewTracerProvider().Tracer(""),
 		present: errorPresenter(log, func(context.Context, error) {}), recover: graphql.DefaultRecover}.install(gqlgen)
 	gqlgen.AddTransport(transport.POST{})
 	theirs := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -40,6 +40,9 @@ var (
 	// TooSlow: a subscription's client reads its items more slowly than
 	// they come; it subscribes again, with since, to go on.
 	TooSlow = errors.New("too slow")
+	// Throttled: the caller has spent its budget, or holds its share of
+	// the gateway; its message says when to retry.
+	Throttled = errors.New("throttled")
 )
 
 // DeadlinePassed is the error of an operation whose deadline passed before

@@ -3,10 +3,12 @@ package guards
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"weak"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -39,14 +41,16 @@ type complexityLimit struct {
 	es       graphql.ExecutableSchema
 	schema   *introspection.Schema
 	inFlight *Budget
+	callers  *Callers
 	lists    *lists.Service // the bounds of arguments, checked first
 	measured *measuredOps
 }
 
-// Complexity is the guard of --max-complexity and of the in-flight budget:
-// svc checks the bounds of arguments the walk reads.
-func Complexity(max int, inFlight *Budget, svc *lists.Service) graphql.HandlerExtension {
-	return &complexityLimit{max: max, inFlight: inFlight, lists: svc, measured: newMeasuredOps(4096)}
+// Complexity is the guard of --max-complexity, of the callers' budgets and
+// of the in-flight budget: svc checks the bounds of arguments the walk
+// reads.
+func Complexity(max int, inFlight *Budget, callers *Callers, svc *lists.Service) graphql.HandlerExtension {
+	return &complexityLimit{max: max, inFlight: inFlight, callers: callers, lists: svc, measured: newMeasuredOps(4096)}
 }
 
 var _ interface {
@@ -74,17 +78,34 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 		lists.SingleRead(ctx)
 	}
 	op := operation.From(ctx)
-	if op == nil || oc.Operation.Operation == ast.Subscription {
-		// A subscription holds no share of the budget for as long as it
-		// lasts: its own bounds are --max-subscriptions-per-*.
+	if op == nil {
 		return nil
 	}
 	op.Cost = int64(max(total, 1))
-	if err := c.inFlight.acquire(ctx, op.Cost); err != nil {
+	// The caller's budget is charged before anything runs.
+	q := c.callers.Charge(ctx, op.Caller, op.Principal, op.Cost)
+	op.Quota = q
+	if q.Throttled > 0 {
+		return gqlerror.WrapPath(nil, throttled(q))
+	}
+	if oc.Operation.Operation == ast.Subscription {
+		// A subscription holds no share of the in-flight budget for as
+		// long as it lasts: its own bounds are --max-subscriptions-per-*.
+		return nil
+	}
+	caller, cost := op.Caller, op.Cost
+	switch err := c.inFlight.acquire(ctx, caller, cost); {
+	case errors.Is(err, errShare):
+		c.callers.Refund(caller, op.Principal, q)
+		c.callers.Shared(ctx, caller)
+		op.Quota.Throttled = time.Second
+		return gqlerror.WrapPath(nil, fmt.Errorf("%w: this caller's operations running hold %s of the complexity this gateway runs at once (--caller-max-in-flight-share of --max-in-flight-complexity); retry in 1 s, or once they answer",
+			errkind.Throttled, "its share"))
+	case err != nil:
+		c.callers.Refund(caller, op.Principal, q)
 		return gqlerror.WrapPath(nil, errkind.DeadlinePassed)
 	}
-	cost := op.Cost
-	op.OnEnd(func() { c.inFlight.release(cost) }) // once the response is written
+	op.OnEnd(func() { c.inFlight.release(caller, cost) }) // once the response is written
 	return nil
 }
 

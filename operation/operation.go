@@ -34,6 +34,10 @@ type Operation struct {
 	Caller string
 	// Cost is the operation's complexity, as the guards measured it.
 	Cost int64
+	// Quota is its caller's cost budget as the operation found it, when
+	// one applies: what the answer's RateLimit headers and extensions.cost
+	// say.
+	Quota Quota
 
 	reads lists.Reads // the lists service's part: loader, response byte budget
 

@@ -1,0 +1,97 @@
+package guards
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/listgate/listgate/auth"
+)
+
+// A caller's bucket holds burst points, fills at rate a second, and refuses
+// an operation that does not fit, saying when it will; callers do not share
+// buckets; a principal's own budget wins; a refund gives back a charge; an
+// operation costing more than the bucket holds runs when it is full.
+func TestCallerBudgets(t *testing.T) {
+	now := time.Now()
+	c, err := NewCallers(100, 1000, func() time.Time { return now }, metricnoop.NewMeterProvider().Meter(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if q := c.Charge(ctx, "key:a", nil, 600); q.Throttled != 0 || q.Remaining != 400 || q.Limit != 1000 || q.Reset != 6*time.Second || q.Window != 10*time.Second {
+		t.Fatalf("first charge: %+v", q)
+	}
+	q := c.Charge(ctx, "key:a", nil, 600)
+	if q.Throttled != 2*time.Second || q.Remaining != 400 || q.RetrySeconds() != 2 {
+		t.Fatalf("a charge past the budget: %+v", q)
+	}
+	if msg := throttled(q).Error(); !strings.Contains(msg, "costs 600 points") || !strings.Contains(msg, "400 of its 1000 left") || !strings.Contains(msg, "retry in 2 s") {
+		t.Fatalf("the message: %s", msg)
+	}
+	if q := c.Charge(ctx, "key:b", nil, 600); q.Throttled != 0 {
+		t.Fatalf("another caller: %+v", q)
+	}
+	now = now.Add(2 * time.Second)
+	if q := c.Charge(ctx, "key:a", nil, 600); q.Throttled != 0 || q.Remaining != 0 {
+		t.Fatalf("after 2 s: %+v", q)
+	}
+	now = now.Add(time.Second)
+	q = c.Charge(ctx, "key:a", nil, 50)
+	c.Refund("key:a", nil, q)
+	if p := c.Peek("key:a", nil); p.Remaining != 100 {
+		t.Fatalf("after a refund: %+v", p)
+	}
+	own := &auth.Principal{Cost: auth.CostBudget{Rate: 1, Burst: 10}}
+	if q := c.Charge(ctx, "key:own", own, 20); q.Throttled != 0 || q.Remaining != 0 || q.Limit != 10 {
+		t.Fatalf("an operation costing more than its own budget, on a full bucket: %+v", q)
+	}
+	if q := c.Charge(ctx, "key:own", own, 1); q.Throttled != time.Second {
+		t.Fatalf("then: %+v", q)
+	}
+	off, _ := NewCallers(0, 0, time.Now, metricnoop.NewMeterProvider().Meter(""))
+	if q := off.Charge(ctx, "key:a", nil, 1<<40); !q.Off() {
+		t.Fatalf("without a budget: %+v", q)
+	}
+	for caller, label := range map[string]string{"key:reader": "reader", "jwt:https://idp/u1": "jwt", "addr:10.0.0.1": "address"} {
+		if got := CallerLabel(caller); got != label {
+			t.Errorf("CallerLabel(%s) = %s, want %s", caller, got, label)
+		}
+	}
+}
+
+// One caller holding its share of the in-flight budget is refused more at
+// once; another caller still fits, and waits only for room in all.
+func TestBudgetShares(t *testing.T) {
+	b, err := NewBudget(100, 0.5, metricnoop.NewMeterProvider().Meter(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := b.acquire(ctx, "a", 40); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.acquire(ctx, "a", 20); err != errShare {
+		t.Fatalf("past a's share: %v", err)
+	}
+	if err := b.acquire(ctx, "b", 50); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if err := b.acquire(short, "c", 20); err != context.DeadlineExceeded {
+		t.Fatalf("waiting for room: %v", err)
+	}
+	b.release("a", 40)
+	if err := b.acquire(ctx, "a", 50); err != nil {
+		t.Fatalf("a caller holding nothing fits its share again: %v", err)
+	}
+	b.release("a", 50)
+	b.release("b", 50)
+	if b.used != 0 || len(b.byCaller) != 0 {
+		t.Fatalf("after every release: used %d, by caller %v", b.used, b.byCaller)
+	}
+}
