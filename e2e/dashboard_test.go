@@ -69,6 +69,8 @@ func TestDashboardAndAlertsOnPrometheus(t *testing.T) {
 		"LISTGATE_REQUEST_TIMEOUT="+requestTimeout.String(),
 		"LISTGATE_MAX_IN_FLIGHT=1",     // one request held open makes the next refused
 		"LISTGATE_MAX_WATCHED_LISTS=1", // a second list watched is refused
+		// A budget the load fits in, and two reads of 49 lists do not.
+		"LISTGATE_CALLER_COST_RATE=20000", "LISTGATE_CALLER_COST_BURST=100000",
 		"LISTGATE_FEATURE_REFRESH=1s")
 	prom := startPrometheus(t, prometheus, rules, strings.TrimPrefix(g.base, "http://"))
 
@@ -346,6 +348,27 @@ func (l *dashboardLoad) run() {
 	l.subscriptions()
 	l.refusedAndLate()
 	l.cutShort()
+	l.throttled()
+}
+
+// throttled reads 49 lists of 1,000 items (complexity about 98,000) until
+// the caller's budget refuses it THROTTLED: at most twice.
+func (l *dashboardLoad) throttled() {
+	var ids []string
+	for i := range 49 {
+		ids = append(ids, fmt.Sprintf("%q", fmt.Sprint("t", i)))
+	}
+	q := fmt.Sprintf(`query Heavy { entities(type: %q, entityIds: [%s]) { list(feature: "reads", limit: 1000) { items { value } } } }`, l.entityType, strings.Join(ids, ", "))
+	for range 2 {
+		r := l.g.do(q, nil)
+		if slices.Contains(r.Codes(), "THROTTLED") {
+			if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" {
+				l.t.Fatalf("a THROTTLED answer: %d, Retry-After %q", r.Status, r.Header.Get("Retry-After"))
+			}
+			return
+		}
+	}
+	l.t.Fatal("two reads of 49 lists of 1,000 items in a row were not throttled by a budget of 100,000")
 }
 
 // subscriptions has one subscription on a list, delivers it an item, and

@@ -320,29 +320,29 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 // bounded; the client retries, on another replica behind a load balancer.
 // A caller holding its share of the slots is refused THROTTLED.
 func (h *Handler) admit(ctx context.Context, caller string) (release func(), err error) {
+	select {
+	case h.inFlight <- struct{}{}:
+	default:
+		h.observer.refused.Add(ctx, 1)
+		return nil, fmt.Errorf("%w: the gateway is serving its limit of %d requests (--max-in-flight); retry", errkind.Refused, cap(h.inFlight))
+	}
 	h.mu.Lock()
 	if h.slots[caller] >= h.slotShare {
 		h.mu.Unlock()
+		<-h.inFlight
 		h.callers.Shared(ctx, caller)
 		return nil, fmt.Errorf("%w: this caller has %d requests in flight, its share of the %d this gateway serves at once (--caller-max-in-flight-share of --max-in-flight); retry in 1 s, or once they answer", errkind.Throttled, h.slotShare, cap(h.inFlight))
 	}
 	h.slots[caller]++
 	h.mu.Unlock()
-	give := func() {
+	return func() {
 		h.mu.Lock()
 		if h.slots[caller]--; h.slots[caller] == 0 {
 			delete(h.slots, caller)
 		}
 		h.mu.Unlock()
-	}
-	select {
-	case h.inFlight <- struct{}{}:
-		return func() { <-h.inFlight; give() }, nil
-	default:
-		give()
-		h.observer.refused.Add(ctx, 1)
-		return nil, fmt.Errorf("%w: the gateway is serving its limit of %d requests (--max-in-flight); retry", errkind.Refused, cap(h.inFlight))
-	}
+		<-h.inFlight
+	}, nil
 }
 
 // rateLimitHeaders tell a caller its cost budget, as the IETF draft

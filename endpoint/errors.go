@@ -76,8 +76,6 @@ func errorPresenter(log *slog.Logger, onRefused func(context.Context, error)) gr
 			if !errors.Is(err, errkind.Timeout) {
 				message = errkind.DeadlinePassed.Error() // not the driver's "context deadline exceeded"
 			}
-		case CodeTooSlow, CodeThrottled:
-			message = err.Error() // names the since to subscribe again with; when to retry
 		case CodeInternal:
 			log.ErrorContext(ctx, "internal error", "path", gqlErr.Path.String(), "err", err)
 			message = "internal error"
