@@ -50,25 +50,28 @@ type config struct {
 	CQLConnections      int
 	Migrate             bool
 	ClockOffset         time.Duration // for tests: how far ahead of the machine's clock this gateway's runs
-	CQLReplication      string
-	FeatureRefresh      time.Duration
-	FeatureStaleness    time.Duration
-	Loader              lists.LoaderConfig
-	Limits              endpoint.Limits
-	Subscriptions       endpoint.Subscriptions
-	Feed                cql.FeedConfig
-	Introspection       bool
-	Playground          bool
-	CORSOrigins         []string
-	CORSCredentials     bool
-	ShutdownTimeout     time.Duration
-	LogFormat           string
-	LogLevel            slog.Level
-	SlowQuery           time.Duration
-	PprofListen         string
-	MetricsListen       string
-	GCPercent           int
-	MemoryLimit         byteSize
+	// TrustedDocuments is the manifest path; TrustedDocumentsMode off,
+	// audit or enforce ("": enforce with a path, else off).
+	TrustedDocuments, TrustedDocumentsMode string
+	CQLReplication                         string
+	FeatureRefresh                         time.Duration
+	FeatureStaleness                       time.Duration
+	Loader                                 lists.LoaderConfig
+	Limits                                 endpoint.Limits
+	Subscriptions                          endpoint.Subscriptions
+	Feed                                   cql.FeedConfig
+	Introspection                          bool
+	Playground                             bool
+	CORSOrigins                            []string
+	CORSCredentials                        bool
+	ShutdownTimeout                        time.Duration
+	LogFormat                              string
+	LogLevel                               slog.Level
+	SlowQuery                              time.Duration
+	PprofListen                            string
+	MetricsListen                          string
+	GCPercent                              int
+	MemoryLimit                            byteSize
 
 	PrintVersion bool // --version: print the version and exit
 }
@@ -202,6 +205,8 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.IntVar(&c.Subscriptions.MaxPendingPerAddress, "max-pending-websockets-per-address", endpoint.DefaultSubscriptions.MaxPendingPerAddress, "of those, from one client address")
 	fs.DurationVar(&c.Subscriptions.InitTimeout, "websocket-init-timeout", endpoint.DefaultSubscriptions.InitTimeout, "how long a new WebSocket has to send its connection_init")
 	fs.IntVar(&c.Subscriptions.MaxOperations, "max-websocket-operations", endpoint.DefaultSubscriptions.MaxOperations, "queries and mutations running at once on one WebSocket; more are refused")
+	fs.StringVar(&c.TrustedDocuments, "trusted-documents", "", "a manifest of the operations clients ship, or a folder of them (Apollo's persisted query manifest, genqlient's export_operations, or {\"id\": \"body\"}); read again on SIGHUP or when it changes")
+	fs.StringVar(&c.TrustedDocumentsMode, "trusted-documents-mode", "", "off, audit (run other operations, logged and counted) or enforce (refuse them, but from callers with the scope documents:any); enforce when --trusted-documents is set")
 	fs.BoolVar(&c.Introspection, "introspection", true, "answer GraphQL introspection queries")
 	fs.BoolVar(&c.Playground, "playground", true, "serve GraphQL Playground (GraphiQL) at /")
 	origins := fs.String("cors-origins", "", "browser origins allowed to call /graphql, comma separated (e.g. https://app.example.com); * allows any")
@@ -334,6 +339,8 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--caller-cost-rate %v, --caller-cost-burst %v: the rate must be 0 (no budget) or more, and the burst at least --max-complexity (%d), so that every operation allowed can run", c.Limits.CallerCostRate, c.Limits.CallerCostBurst, c.Limits.MaxComplexity)
 	case c.Limits.CallerInFlightShare <= 0 || c.Limits.CallerInFlightShare > 1:
 		return c, fmt.Errorf("--caller-max-in-flight-share %v: must be above 0 and at most 1", c.Limits.CallerInFlightShare)
+	case c.TrustedDocumentsMode != "" && c.TrustedDocumentsMode != "off" && c.TrustedDocuments == "":
+		return c, fmt.Errorf("--trusted-documents-mode %s needs --trusted-documents, the manifest of the operations clients ship", c.TrustedDocumentsMode)
 	case c.Limits.MaxEntities < 1:
 		return c, fmt.Errorf("--max-entities %d: must be 1 or more", c.Limits.MaxEntities)
 	case c.Feed.Poll < 10*time.Millisecond || c.Feed.Window < 100*time.Millisecond || c.Feed.Shards < 1 || c.Feed.Shards > 256:

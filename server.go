@@ -27,6 +27,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/listgate/listgate/auth"
+	"github.com/listgate/listgate/documents"
 	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/playground"
@@ -112,9 +113,26 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	defer stopAuth()
 	go authn.Run(authCtx)
 
+	mode := documents.Off
+	if cfg.TrustedDocuments != "" {
+		mode = documents.Enforce
+	}
+	if cfg.TrustedDocumentsMode != "" {
+		if mode, err = documents.ParseMode(cfg.TrustedDocumentsMode); err != nil {
+			return err
+		}
+	}
+	docs, err := documents.New(cfg.TrustedDocuments, mode, log, tel.MeterProvider.Meter("github.com/listgate/listgate/documents"))
+	if err != nil {
+		return err
+	}
+	go docs.Run(authCtx, 5*time.Second)
+	if cfg.TrustedDocuments != "" {
+		log.Info("trusted documents", "path", cfg.TrustedDocuments, "mode", string(docs.Mode()))
+	}
 	gql, err := endpoint.New(endpoint.Config{
 		Store: st, Catalog: catalog, Auth: authn, Loader: cfg.Loader, Limits: cfg.Limits, Subscriptions: cfg.Subscriptions,
-		Introspection: cfg.Introspection, Hosts: cfg.AllowedHosts, Log: log, Now: cfg.now,
+		Introspection: cfg.Introspection, Hosts: cfg.AllowedHosts, Log: log, Now: cfg.now, Documents: docs,
 		TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider,
 	})
 	if err != nil {

@@ -281,7 +281,8 @@ func (c *connection) run(ctx context.Context, cancel context.CancelFunc, m messa
 		return
 	}
 	params := new(graphql.RawParams)
-	if err := decodeParams("subscribe payload", m.Payload, params); err != nil {
+	documentID, err := decodeParams("subscribe payload", m.Payload, params)
+	if err != nil {
 		fail(timed, gqlerror.List{gqlerror.WrapPath(nil, err)})
 		return
 	}
@@ -291,6 +292,10 @@ func (c *connection) run(ctx context.Context, cancel context.CancelFunc, m messa
 		return
 	}
 	defer func() { release() }()
+	if err := h.resolveDocument(timed, op, params, documentID); err != nil {
+		fail(timed, gqlerror.List{gqlerror.WrapPath(nil, err)})
+		return
+	}
 	params.ReadTime = graphql.TraceTiming{Start: received, End: graphql.Now()}
 	rc, errs := h.exec.CreateOperationContext(timed, params)
 	if errs != nil {

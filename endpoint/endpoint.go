@@ -28,6 +28,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/listgate/listgate/auth"
+	"github.com/listgate/listgate/documents"
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
@@ -91,6 +92,9 @@ type Config struct {
 	Limits        Limits
 	Subscriptions Subscriptions
 	Introspection bool
+	// Documents are the trusted documents (nil: none; documentId is
+	// refused).
+	Documents *documents.Trusted
 	// Hosts are the names the endpoint answers for besides loopback ones
 	// (Host headers; "*": any). Without authentication, a request for
 	// another host is refused, so that a web page cannot reach a gateway
@@ -113,6 +117,7 @@ type Handler struct {
 	hosts    hosts
 	inFlight chan struct{} // a slot per query or mutation being served
 	callers  *guards.Callers
+	docs     *documents.Trusted
 	// slots are the slots of inFlight each caller holds, at most slotShare.
 	mu        sync.Mutex
 	slots     map[string]int
@@ -192,7 +197,7 @@ func New(cfg Config) (*Handler, error) {
 	extensions{cfg: cfg, lists: svc, budget: budget, callers: callers, tracer: tracer, spans: !tracingOff,
 		present: errorPresenter(cfg.Log, socks.countRefusal), recover: onPanic}.install(x)
 	h := &Handler{exec: x, lists: svc, auth: cfg.Auth, limits: cfg.Limits, hosts: newHosts(cfg.Hosts, !cfg.Auth.Configured()),
-		inFlight: make(chan struct{}, max(cfg.Limits.MaxInFlight, 1)), callers: callers, slots: map[string]int{},
+		inFlight: make(chan struct{}, max(cfg.Limits.MaxInFlight, 1)), callers: callers, docs: cfg.Documents, slots: map[string]int{},
 		slotShare: max(1, int(share*float64(max(cfg.Limits.MaxInFlight, 1)))), observer: obs, sockets: socks}
 	socks.h = h
 	return h, nil
@@ -218,6 +223,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	contentType := responseContentType(r)
 	w.Header()["Content-Type"] = contentTypes[contentType]
 	if status, err := h.serveHTTP(ctx, w, r, op, contentType); err != nil {
+		if op.Caller != "" && w.Header().Get("RateLimit") == "" {
+			h.rateLimitHeaders(w, op)
+		}
 		w.WriteHeader(status)
 		writeResponse(w, h.exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)}))
 	}
@@ -260,6 +268,7 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 		return http.StatusTooManyRequests, err
 	}
 	var params *graphql.RawParams
+	var documentID string
 	switch op.Transport {
 	case operation.POST:
 		body, status, err := readBody(w, r, h.limits.MaxBodyBytes, op.Start.Add(h.limits.RequestTimeout))
@@ -271,11 +280,11 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 			*params = graphql.RawParams{}
 			rawParams.Put(params)
 		}()
-		if err := decodeParams("request body", body, params); err != nil {
+		if documentID, err = decodeParams("request body", body, params); err != nil {
 			return http.StatusBadRequest, err
 		}
 	case operation.GET:
-		if params, err = getParams(r); err != nil {
+		if params, documentID, err = getParams(r); err != nil {
 			return http.StatusBadRequest, err
 		}
 	default:
@@ -290,6 +299,13 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 		return http.StatusServiceUnavailable, err
 	}
 	defer release()
+	if err := h.resolveDocument(ctx, op, params, documentID); err != nil {
+		status := http.StatusOK
+		if contentType == graphQLResponseJSON {
+			status = http.StatusBadRequest
+		}
+		return status, err
+	}
 	params.Headers = r.Header
 	params.ReadTime = graphql.TraceTiming{Start: graphql.GetStartTime(ctx), End: graphql.Now()}
 	rc, errs := h.exec.CreateOperationContext(ctx, params)
@@ -343,6 +359,28 @@ func (h *Handler) admit(ctx context.Context, caller string) (release func(), err
 		h.mu.Unlock()
 		<-h.inFlight
 	}, nil
+}
+
+// resolveDocument puts in params the text of the trusted document the
+// request names by documentId or by its APQ hash, and checks its own text
+// against the trusted documents as --trusted-documents-mode says.
+func (h *Handler) resolveDocument(ctx context.Context, op *operation.Operation, params *graphql.RawParams, documentID string) error {
+	if h.docs == nil {
+		if documentID != "" {
+			return fmt.Errorf("%w: documentId %q: this gateway has no trusted documents (--trusted-documents)", errkind.Invalid, documentID)
+		}
+		return nil
+	}
+	var hash string
+	if pq, ok := params.Extensions["persistedQuery"].(map[string]any); ok {
+		hash, _ = pq["sha256Hash"].(string)
+	}
+	query, found, err := h.docs.Resolve(ctx, documents.Request{DocumentID: documentID, APQHash: hash, Query: params.Query,
+		AnyAllowed: op.Principal != nil && op.Principal.Has(auth.DocumentsAny)})
+	if found {
+		params.Query = query
+	}
+	return err
 }
 
 // rateLimitHeaders tell a caller its cost budget, as the IETF draft

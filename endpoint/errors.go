@@ -12,6 +12,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/listgate/listgate/documents"
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/operation"
 )
@@ -28,7 +29,11 @@ const (
 	CodeTimeout         = "TIMEOUT"
 	CodeTooSlow         = "TOO_SLOW"
 	CodeThrottled       = "THROTTLED"
-	CodeInternal        = "INTERNAL"
+	// As Apollo Router names them: an operation not in the trusted
+	// documents, and an id or hash not among them.
+	CodeNotInSafelist = "QUERY_NOT_IN_SAFELIST"
+	CodeNotInList     = "PERSISTED_QUERY_NOT_IN_LIST"
+	CodeInternal      = "INTERNAL"
 )
 
 // errorPresenter is the one place that decides what a client sees of an
@@ -95,6 +100,10 @@ func errorPresenter(log *slog.Logger, onRefused func(context.Context, error)) gr
 // classify maps an error to its code; "" for errors gqlgen raised itself.
 func classify(err error) string {
 	switch {
+	case errors.Is(err, documents.ErrNotSafelisted):
+		return CodeNotInSafelist
+	case errors.Is(err, documents.ErrNotInList):
+		return CodeNotInList
 	case errors.Is(err, errkind.Malformed):
 		return CodeBadRequest
 	case errors.Is(err, errkind.Invalid):

@@ -92,44 +92,49 @@ var rawParams = sync.Pool{New: func() any { return new(graphql.RawParams) }}
 
 // decodeParams decodes a POST's body, or a subscribe message's payload
 // (what says which), into params.
-func decodeParams(what string, body []byte, params *graphql.RawParams) error {
-	if err := decodeJSON(body, params); err != nil {
+func decodeParams(what string, body []byte, params *graphql.RawParams) (documentID string, err error) {
+	// documentId names a trusted document (GraphQL over HTTP).
+	withID := struct {
+		*graphql.RawParams
+		DocumentID string `json:"documentId"`
+	}{RawParams: params}
+	if err := decodeJSON(body, &withID); err != nil {
 		if json.Valid(body) && !jsontext.Value(body).IsValid() {
 			// Syntax encoding/json would take, but invalid UTF-8, a lone
 			// surrogate ("\ud800") or a name twice: decoded leniently,
 			// distinct values would become one; refuse them.
-			return fmt.Errorf("%w %s", errkind.Invalid, strictJSONError(what, body))
+			return "", fmt.Errorf("%w %s", errkind.Invalid, strictJSONError(what, body))
 		}
-		return fmt.Errorf(`%w: the %s is not a JSON object such as {"query": "{ listFeatures { key } }", "variables": {}}: %s`, errkind.Malformed, what, jsonError(err))
+		return "", fmt.Errorf(`%w: the %s is not a JSON object such as {"query": "{ listFeatures { key } }", "variables": {}}: %s`, errkind.Malformed, what, jsonError(err))
 	}
-	return nil
+	return withID.DocumentID, nil
 }
 
 // getParams decodes a GET's query string.
-func getParams(r *http.Request) (*graphql.RawParams, error) {
+func getParams(r *http.Request) (*graphql.RawParams, string, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("%w: query string: %v", errkind.Malformed, err)
+		return nil, "", fmt.Errorf("%w: query string: %v", errkind.Malformed, err)
 	}
 	params := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
-	for _, name := range []string{"query", "operationName", "variables", "extensions"} {
+	for _, name := range []string{"query", "operationName", "variables", "extensions", "documentId"} {
 		v := q.Get(name)
 		bad := !utf8.ValidString(v)
 		if !bad && v != "" && (name == "variables" || name == "extensions") {
 			bad = !jsontext.Value(v).IsValid()
 		}
 		if bad {
-			return nil, fmt.Errorf("%w %s parameter: not valid UTF-8, or not strict JSON (lone surrogates, duplicate names)", errkind.Invalid, name)
+			return nil, "", fmt.Errorf("%w %s parameter: not valid UTF-8, or not strict JSON (lone surrogates, duplicate names)", errkind.Invalid, name)
 		}
 	}
 	for name, into := range map[string]*map[string]any{"variables": &params.Variables, "extensions": &params.Extensions} {
 		if v := q.Get(name); v != "" {
 			if err := decodeJSON([]byte(v), into); err != nil {
-				return nil, fmt.Errorf("%w: the %s parameter is not a JSON object: %s", errkind.Malformed, name, jsonError(err))
+				return nil, "", fmt.Errorf("%w: the %s parameter is not a JSON object: %s", errkind.Malformed, name, jsonError(err))
 			}
 		}
 	}
-	return params, nil
+	return params, q.Get("documentId"), nil
 }
 
 // jsonOptions decode a request's JSON as gqlgen's transports do with
