@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os/exec"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,16 +14,25 @@ import (
 )
 
 // The typed Go client of examples/goclient, built as its own program, runs
-// against a gateway that requires a token, as a recommendation service
-// would: the first run creates the feature, records reads stamped by its
-// clock and reads them back, keeps the unread candidates, counts the last
-// day and reads two users' histories in one request; the second run finds
-// the feature and sees what another client wrote in between. A wrong token
-// fails the run with the gateway's 401.
+// against a gateway that requires a token and runs only the operations the
+// client exports (genqlient's export_operations, enforced), as a
+// recommendation service would: the first run creates the feature, records
+// reads stamped by its clock and reads them back, keeps the unread
+// candidates, counts the last day and reads two users' histories in one
+// request; the second run finds the feature and sees what another client
+// (an engineer's key, with documents:any) wrote in between. The service's
+// key may not send an operation of its own; a wrong token fails the run
+// with the gateway's 401.
 func TestGoClientExample(t *testing.T) {
-	const key = "recs-example-key"
-	sum := sha256.Sum256([]byte(key))
-	g := startGateway(t, "LISTGATE_API_KEYS=recs "+hex.EncodeToString(sum[:])+" lists:read,lists:write,features:admin")
+	const key, engineer = "recs-example-key", "engineer-key"
+	sum, engSum := sha256.Sum256([]byte(key)), sha256.Sum256([]byte(engineer))
+	manifest, err := filepath.Abs(filepath.Join("..", "examples", "goclient", "operations.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, "LISTGATE_API_KEYS=recs "+hex.EncodeToString(sum[:])+" lists:read,lists:write,features:admin;"+
+		"engineer "+hex.EncodeToString(engSum[:])+" lists:read,lists:write,documents:any",
+		"LISTGATE_TRUSTED_DOCUMENTS="+manifest, "LISTGATE_TRUSTED_DOCUMENTS_MODE=enforce")
 
 	bin := filepath.Join(t.TempDir(), "goclient")
 	build := exec.Command("go", "build", "-o", bin, "./examples/goclient")
@@ -85,7 +95,11 @@ func TestGoClientExample(t *testing.T) {
 			}
 		}
 	}
-	data := requestAs(t, g.base, key, `{ listItems(entityType: "user", entityId: "u1", feature: "reading_history") { items { value timestamp } } }`, nil)
+	adHoc := `{ listItems(entityType: "user", entityId: "u1", feature: "reading_history") { items { value timestamp } } }`
+	if r := (tenant{t, g.base, key, http.DefaultClient}).send(adHoc); r.errCode != "QUERY_NOT_IN_SAFELIST" {
+		t.Errorf("an operation the client does not ship, from its key: %d %s", r.status, r.body)
+	}
+	data := requestAs(t, g.base, engineer, adHoc, nil)
 	if err := json.Unmarshal(data, &stored); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +109,7 @@ func TestGoClientExample(t *testing.T) {
 	}
 
 	// Another client adds a read of u1's two days back and one of u2's.
-	requestAs(t, g.base, key, `mutation($old: Time!) {
+	requestAs(t, g.base, engineer, `mutation($old: Time!) {
 		a: addListItems(list: {entityType: "user", entityId: "u1", feature: "reading_history"}, items: [{value: "story0", timestamp: $old}]) { added }
 		b: addListItems(list: {entityType: "user", entityId: "u2", feature: "reading_history"}, items: [{value: "story7"}]) { added }
 	}`, map[string]any{"old": time.Now().Add(-48 * time.Hour).Format(time.RFC3339Nano)})
