@@ -344,7 +344,7 @@ func (t *Trusted) Resolve(ctx context.Context, r Request) (query string, found b
 			}
 		}
 		t.count(ctx)
-		return "", false, fmt.Errorf("%w: documentId %q: %w (--trusted-documents)", errkind.Invalid, r.DocumentID, ErrNotInList)
+		return "", false, fmt.Errorf("%w documentId %q: it is %w (--trusted-documents)", errkind.Invalid, r.DocumentID, ErrNotInList)
 	case r.APQHash != "":
 		if s != nil {
 			if body, ok := s.byID[r.APQHash]; ok && (r.Query == "" || r.Query == body) {
@@ -353,7 +353,7 @@ func (t *Trusted) Resolve(ctx context.Context, r Request) (query string, found b
 		}
 		if enforce {
 			t.count(ctx)
-			return "", false, fmt.Errorf("%w: persisted query %s: %w (--trusted-documents)", errkind.Invalid, r.APQHash, ErrNotInList)
+			return "", false, fmt.Errorf("%w persisted query %s: it is %w (--trusted-documents)", errkind.Invalid, r.APQHash, ErrNotInList)
 		}
 		if r.Query == "" {
 			return "", false, nil // automatic persisted queries may know it
@@ -364,7 +364,7 @@ func (t *Trusted) Resolve(ctx context.Context, r Request) (query string, found b
 	}
 	t.count(ctx)
 	if enforce {
-		return "", false, fmt.Errorf("%w: the operation is %w: this gateway runs the operations its clients ship (--trusted-documents); send one by its documentId, or ask for the scope documents:any", errkind.Invalid, ErrNotSafelisted)
+		return "", false, fmt.Errorf("%w operation: it is %w: this gateway runs the operations its clients ship (--trusted-documents); send one by its documentId, or ask for the scope documents:any", errkind.Invalid, ErrNotSafelisted)
 	}
 	t.log.WarnContext(ctx, "an operation that is not a trusted document ran (--trusted-documents-mode audit)", "query", truncate(r.Query, 200))
 	return r.Query, true, nil

@@ -367,7 +367,7 @@ func (h *Handler) admit(ctx context.Context, caller string) (release func(), err
 func (h *Handler) resolveDocument(ctx context.Context, op *operation.Operation, params *graphql.RawParams, documentID string) error {
 	if h.docs == nil {
 		if documentID != "" {
-			return fmt.Errorf("%w: documentId %q: this gateway has no trusted documents (--trusted-documents)", errkind.Invalid, documentID)
+			return fmt.Errorf("%w documentId %q: this gateway has no trusted documents (--trusted-documents)", errkind.Invalid, documentID)
 		}
 		return nil
 	}
