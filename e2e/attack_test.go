@@ -69,14 +69,21 @@ const (
 
 // startAttackGateway runs the listgate command (startGateway) on the
 // embedded store in dataDir, with the request timeout and memory limit of
-// the attacks, and writes what the normal traffic reads. env comes after
-// these and wins.
+// the attacks, and writes what the normal traffic reads. Every attack comes
+// from one address, one caller, as does the normal traffic beside it: that
+// caller has no budget of points (--caller-cost-rate 0) and its share of
+// the in-flight budget is the whole (--caller-max-in-flight-share 1), so
+// that what is attacked is the process's bounds, which hold however many
+// callers share them (e2e/tenants_test.go tests the callers'). env comes
+// after these and wins.
 func startAttackGateway(t *testing.T, dataDir string, env ...string) *gateway {
 	t.Helper()
 	g := startGateway(t, append([]string{
 		"LISTGATE_DATA_DIR=" + dataDir,
 		"LISTGATE_REQUEST_TIMEOUT=" + attackTimeout.String(),
 		"LISTGATE_MEMORY_LIMIT=" + attackMemoryLimit,
+		"LISTGATE_CALLER_COST_RATE=0",
+		"LISTGATE_CALLER_MAX_IN_FLIGHT_SHARE=1",
 	}, env...)...)
 	// What the normal traffic reads and writes.
 	g.mustOK(`mutation { createListFeature(input: {entityType: "user", name: "small", valueType: STRING, ttlSeconds: 86400}) { key } }`, nil)

@@ -75,7 +75,7 @@ func TestEmbeddedStoreEndsWorkAtTheDeadline(t *testing.T) {
 		}
 	})
 	g := startGateway(t, "LISTGATE_DATA_DIR="+dir, "LISTGATE_REQUEST_TIMEOUT=1s", "LISTGATE_MAX_COUNT=1000000",
-		"LISTGATE_MAX_COMPLEXITY=100000000", "LISTGATE_MAX_IN_FLIGHT_COMPLEXITY=100000000")
+		"LISTGATE_MAX_COMPLEXITY=100000000", "LISTGATE_MAX_IN_FLIGHT_COMPLEXITY=100000000", "LISTGATE_CALLER_COST_RATE=0")
 	var search, remove strings.Builder
 	for i := range 200 {
 		fmt.Fprintf(&search, ` s%d: listContains(feature: "big", values: ["absent%d"]) { value }`, i, i)

@@ -53,7 +53,9 @@ func seedHeavy(t *testing.T, dir string) {
 func TestWebSocketGivesBackWhatEachOperationHolds(t *testing.T) {
 	dir := t.TempDir()
 	seedHeavy(t, dir)
-	g := startGateway(t, "LISTGATE_DATA_DIR="+dir, "LISTGATE_LOG_LEVEL=info")
+	// One caller runs three heavy queries at once at the end: its share is
+	// the whole budget.
+	g := startGateway(t, "LISTGATE_DATA_DIR="+dir, "LISTGATE_LOG_LEVEL=info", "LISTGATE_CALLER_MAX_IN_FLIGHT_SHARE=1")
 	js := startJSClient(t)
 	js.send(map[string]any{"op": "connect", "conn": "c", "url": "ws" + strings.TrimPrefix(g.base, "http") + "/graphql", "eager": true})
 	js.awaitEvent("c", "connected")

@@ -165,6 +165,7 @@ func TestInFlightComplexityIsBounded(t *testing.T) {
 		c.Limits.MaxComplexity = 1500
 		c.Limits.MaxInFlightComplexity = 1500
 		c.Limits.RequestTimeout = 300 * time.Millisecond
+		c.Limits.CallerInFlightShare = 1 // the process's budget, for one caller
 	})
 	g.createFeature("f", "STRING", 3600)
 	big := `{ listItems(entityType: "$type", entityId: "u1", feature: "f", limit: 500) { items { value } } }` // 1 + 500 × 2

@@ -280,6 +280,7 @@ func TestWebSocketOperationsAreBounded(t *testing.T) {
 		c.Subscriptions.MaxOperations = 1
 		c.Limits.MaxInFlight = 2
 		c.Limits.RequestTimeout = 2 * time.Second
+		c.Limits.CallerInFlightShare = 1 // the socket's bound, not the caller's
 	})
 	g.createFeature("f", "STRING", 3600)
 	read := fmt.Sprintf(`{ listItems(entityType: %q, entityId: "u1", feature: "f", limit: 10) { items { value } } }`, g.entityType)

@@ -60,11 +60,11 @@ var errShare = errors.New("at its share")
 
 // acquire waits until n fits, or ctx ends; it refuses at once (errShare)
 // an operation that would take a caller holding some already past its
-// share.
+// share. A share of the whole bounds no caller more than the process.
 func (b *Budget) acquire(ctx context.Context, caller string, n int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if held := b.byCaller[caller]; held > 0 && held+n > b.share {
+	if held := b.byCaller[caller]; held > 0 && held+n > b.share && b.share < b.max {
 		return errShare
 	}
 	b.byCaller[caller] += n

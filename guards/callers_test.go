@@ -95,3 +95,25 @@ func TestBudgetShares(t *testing.T) {
 		t.Fatalf("after every release: used %d, by caller %v", b.used, b.byCaller)
 	}
 }
+
+// With a share of the whole, a caller waits for room as the process's
+// budget has it wait, never refused for its share.
+func TestBudgetShareOfTheWhole(t *testing.T) {
+	b, err := NewBudget(100, 1, metricnoop.NewMeterProvider().Meter(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := b.acquire(ctx, "a", 60); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if err := b.acquire(short, "a", 50); err != context.DeadlineExceeded {
+		t.Fatalf("past the whole budget: %v, want to wait for room", err)
+	}
+	b.release("a", 60)
+	if err := b.acquire(ctx, "a", 100); err != nil {
+		t.Fatal(err)
+	}
+}
