@@ -176,6 +176,17 @@ func TestConfigFromFlagsAndEnvironment(t *testing.T) {
 // order, against a fresh server, without an error, and the cursor it pastes
 // is the one the page before returned.
 func TestReadmeWalkthrough(t *testing.T) {
+	blocks := walkthroughBlocks(t)
+	if len(blocks) < 5 {
+		t.Fatalf("found %d GraphQL blocks in the walkthrough", len(blocks))
+	}
+	runGraphQLBlocks(t, start(t, "--data-dir", t.TempDir()), blocks)
+}
+
+// walkthroughBlocks returns the GraphQL blocks of the README's section
+// "## Walkthrough", in order.
+func walkthroughBlocks(t *testing.T) []string {
+	t.Helper()
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -183,15 +194,27 @@ func TestReadmeWalkthrough(t *testing.T) {
 	section := string(readme)
 	section = section[strings.Index(section, "## Walkthrough"):]
 	section = section[:strings.Index(section[3:], "\n## ")+3]
-	blocks := regexp.MustCompile("(?s)```graphql\n(.*?)```").FindAllStringSubmatch(section, -1)
-	if len(blocks) < 5 {
-		t.Fatalf("found %d GraphQL blocks in the walkthrough", len(blocks))
+	return graphQLBlocks(section)
+}
+
+// graphQLBlocks returns the text of every ```graphql block of a Markdown text.
+func graphQLBlocks(markdown string) []string {
+	var blocks []string
+	for _, m := range regexp.MustCompile("(?s)```graphql\n(.*?)```").FindAllStringSubmatch(markdown, -1) {
+		blocks = append(blocks, m[1])
 	}
-	base := start(t, "--data-dir", t.TempDir())
+	return blocks
+}
+
+// runGraphQLBlocks runs the blocks in order against the gateway at base: each
+// must answer without an error, a cursor a block pastes must be the one the
+// page before returned, and a subscription block must get the item the
+// block after it adds.
+func runGraphQLBlocks(t *testing.T, base string, blocks []string) {
+	t.Helper()
 	var endCursor string
 	var subscription *websocket.Conn // a subscription block's, waiting for the next block's item
-	for i, b := range blocks {
-		query := b[1]
+	for i, query := range blocks {
 		if m := regexp.MustCompile(`after: "([^"]+)"`).FindStringSubmatch(query); m != nil && m[1] != endCursor {
 			t.Fatalf("block %d pastes cursor %s; the page before returned %s", i+1, m[1], endCursor)
 		}
@@ -315,7 +338,7 @@ func TestEveryErrorAnswerIsJSONWithACode(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, base, method, path, contentType, token, origin, body string
-		status                                                    int
+		status                                                     int
 	}{
 		{"POST /", dev, "POST", "/", "", "", "", "", http.StatusMethodNotAllowed},
 		{"an unknown path", dev, "GET", "/nope", "", "", "", "", http.StatusNotFound},
