@@ -156,7 +156,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.DurationVar(&c.CQLTimeout, "cql-timeout", 2*time.Second, "timeout of one CQL statement attempt")
 	fs.IntVar(&c.CQLConnections, "cql-connections", 2, "connections per host (per shard on ScyllaDB)")
 	fs.DurationVar(&c.ClockOffset, "test-clock-offset", 0, "for tests only: run this gateway's clock this far ahead of the machine's (negative: behind), as a writer with a wrong clock would")
-	fs.BoolVar(&c.Migrate, "migrate", false, "create the keyspace, tables and indexes that are missing, then serve")
+	fs.BoolVar(&c.Migrate, "migrate", false, "create the keyspace and tables that are missing (the statements listgate schema prints), then serve")
 	fs.StringVar(&c.CQLReplication, "cql-replication", cql.DefaultSchema().Replication, "keyspace replication map used by --migrate")
 	fs.DurationVar(&c.FeatureRefresh, "feature-refresh", 10*time.Second, "how often the feature catalog is reloaded (at most a third of --feature-staleness)")
 	fs.DurationVar(&c.FeatureStaleness, "feature-staleness", features.DefaultStaleness, "how old the feature catalog may be and still be served, the same on every gateway of a fleet: past it lists are refused (UNAVAILABLE); a deleted feature may still be served this long through a gateway that has not reloaded, and one re-created with another value type or cap waits this long (and 5 s of clock skew) after its deletion")
@@ -188,7 +188,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	c.Feed = cql.DefaultFeedConfig
 	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap, a `size` (e.g. 1GiB; about 3/4 of the memory the process may use; GOMEMLIMIT, when set, wins): the garbage collector works harder as the heap nears it")
 	fs.IntVar(&c.StoreLimits.MaxAddItems, "max-add-items", 1000, "most items in one addListItems")
-	fs.IntVar(&c.StoreLimits.MaxValueBytes, "max-value-bytes", store.DefaultLimits.MaxValueBytes, "largest item value, in bytes (at most 65000: Cassandra cannot index more)")
+	fs.IntVar(&c.StoreLimits.MaxValueBytes, "max-value-bytes", store.DefaultLimits.MaxValueBytes, "largest item value, in bytes (at most 65000)")
 	fs.DurationVar(&c.Feed.Poll, "change-feed-poll", cql.DefaultFeedConfig.Poll, "how often a gateway with subscriptions reads the change feed on Cassandra or ScyllaDB: a few single-partition reads, however many lists it watches")
 	fs.DurationVar(&c.Feed.Window, "change-feed-window", cql.DefaultFeedConfig.Window, "how late after its time a change record may become readable and still be delivered: an add whose record is not written within half of it fails, to be retried; the same on every gateway of a fleet")
 	fs.IntVar(&c.Feed.Shards, "change-feed-shards", cql.DefaultFeedConfig.Shards, "partitions the change feed spreads each 10 s over; the same on every gateway of a fleet")

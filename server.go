@@ -333,12 +333,6 @@ func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Tele
 	if cfg.MetricsListen == "" {
 		mux.Handle("GET /metrics", tel.MetricsHandler())
 	}
-	if cfg.Playground {
-		page := playground.Handler()
-		mux.Handle("GET /{$}", page)
-		mux.Handle("GET /playground/", page)
-		mux.Handle("GET /favicon.ico", page)
-	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
@@ -346,11 +340,32 @@ func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Tele
 		if err := ready(r.Context(), st); err != nil {
 			// The driver's words name hosts and keyspaces: the log has them.
 			log.WarnContext(r.Context(), "not ready", "err", err)
-			http.Error(w, "not ready: the store does not answer; the gateway's log says why", http.StatusServiceUnavailable)
+			endpoint.WriteError(w, http.StatusServiceUnavailable, endpoint.CodeUnavailable, "not ready: the store does not answer; the gateway's log says why")
 			return
 		}
 		io.WriteString(w, "ok\n")
 	})
+	// Every other path, and a method a route does not take, answers in
+	// the endpoint's shape too.
+	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		endpoint.WriteError(w, http.StatusNotFound, endpoint.CodeNotFound, "no such path: GraphQL is served on /graphql")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		get := r.Clone(r.Context())
+		get.Method = http.MethodGet
+		if _, pattern := mux.Handler(get); pattern != "/" {
+			w.Header().Set("Allow", "GET, HEAD")
+			endpoint.WriteError(w, http.StatusMethodNotAllowed, endpoint.CodeBadRequest, fmt.Sprintf("method %s: %s takes GET", r.Method, r.URL.Path))
+			return
+		}
+		notFound(w, r)
+	})
+	if cfg.Playground {
+		page := playground.Handler(notFound)
+		mux.Handle("GET /{$}", page)
+		mux.Handle("GET /playground/", page)
+		mux.Handle("GET /favicon.ico", page)
+	}
 	var h http.Handler = mux
 	if tel.Tracing() {
 		// The HTTP server span, joining the caller's trace. Its metrics stay

@@ -176,6 +176,17 @@ func TestConfigFromFlagsAndEnvironment(t *testing.T) {
 // order, against a fresh server, without an error, and the cursor it pastes
 // is the one the page before returned.
 func TestReadmeWalkthrough(t *testing.T) {
+	blocks := walkthroughBlocks(t)
+	if len(blocks) < 5 {
+		t.Fatalf("found %d GraphQL blocks in the walkthrough", len(blocks))
+	}
+	runGraphQLBlocks(t, start(t, "--data-dir", t.TempDir()), blocks)
+}
+
+// walkthroughBlocks returns the GraphQL blocks of the README's section
+// "## Walkthrough", in order.
+func walkthroughBlocks(t *testing.T) []string {
+	t.Helper()
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -183,15 +194,27 @@ func TestReadmeWalkthrough(t *testing.T) {
 	section := string(readme)
 	section = section[strings.Index(section, "## Walkthrough"):]
 	section = section[:strings.Index(section[3:], "\n## ")+3]
-	blocks := regexp.MustCompile("(?s)```graphql\n(.*?)```").FindAllStringSubmatch(section, -1)
-	if len(blocks) < 5 {
-		t.Fatalf("found %d GraphQL blocks in the walkthrough", len(blocks))
+	return graphQLBlocks(section)
+}
+
+// graphQLBlocks returns the text of every ```graphql block of a Markdown text.
+func graphQLBlocks(markdown string) []string {
+	var blocks []string
+	for _, m := range regexp.MustCompile("(?s)```graphql\n(.*?)```").FindAllStringSubmatch(markdown, -1) {
+		blocks = append(blocks, m[1])
 	}
-	base := start(t, "--data-dir", t.TempDir())
+	return blocks
+}
+
+// runGraphQLBlocks runs the blocks in order against the gateway at base: each
+// must answer without an error, a cursor a block pastes must be the one the
+// page before returned, and a subscription block must get the item the
+// block after it adds.
+func runGraphQLBlocks(t *testing.T, base string, blocks []string) {
+	t.Helper()
 	var endCursor string
 	var subscription *websocket.Conn // a subscription block's, waiting for the next block's item
-	for i, b := range blocks {
-		query := b[1]
+	for i, query := range blocks {
 		if m := regexp.MustCompile(`after: "([^"]+)"`).FindStringSubmatch(query); m != nil && m[1] != endCursor {
 			t.Fatalf("block %d pastes cursor %s; the page before returned %s", i+1, m[1], endCursor)
 		}
@@ -289,5 +312,101 @@ func TestProductionMode(t *testing.T) {
 	_, out := gatewaytest.Post(t, base, "", `{ listFeatures { key } }`)
 	if !strings.Contains(fmt.Sprint(out["errors"]), "UNAUTHENTICATED") {
 		t.Fatalf("no token in prod: %v", out)
+	}
+}
+
+// Every answer of the gateway's listener that is not a success, whatever
+// the path, method or transport, is a JSON body with an error's code.
+func TestEveryErrorAnswerIsJSONWithACode(t *testing.T) {
+	sum := sha256.Sum256([]byte("the-key"))
+	key := "ops " + hex.EncodeToString(sum[:]) + " lists:read"
+	prod := start(t, "--mode", "prod", "--api-keys", key, "--data-dir", t.TempDir(),
+		"--max-complexity", "5000", "--caller-cost-burst", "5000", "--caller-cost-rate", "1", "--max-body-bytes", "4096")
+	dev := start(t, "--data-dir", t.TempDir())
+	big := `{"query":"{ __typename }","variables":{"pad":"` + strings.Repeat("x", 5000) + `"}}`
+	// Two lists of 1,000 items: about 4,000 points, twice past a budget
+	// of 5,000.
+	heavy := `{ entities(type:"user", entityIds:["1","2"]) { list(feature:"f", limit:1000) { items { value } } } }`
+	heavyBody, _ := json.Marshal(map[string]string{"query": heavy})
+	req, _ := http.NewRequest("POST", prod+"/graphql", strings.NewReader(string(heavyBody)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer the-key")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the first heavy read: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	for _, c := range []struct {
+		name, base, method, path, contentType, token, origin, body string
+		status                                                     int
+	}{
+		{"POST /", dev, "POST", "/", "", "", "", "", http.StatusMethodNotAllowed},
+		{"an unknown path", dev, "GET", "/nope", "", "", "", "", http.StatusNotFound},
+		{"an unknown asset", dev, "GET", "/playground/nope.js", "", "", "", "", http.StatusNotFound},
+		{"the assets' folder", dev, "GET", "/playground/assets/", "", "", "", "", http.StatusNotFound},
+		{"DELETE /healthz", dev, "DELETE", "/healthz", "", "", "", "", http.StatusMethodNotAllowed},
+		{"POST /metrics", dev, "POST", "/metrics", "", "", "", "", http.StatusMethodNotAllowed},
+		{"the playground in prod", prod, "GET", "/", "", "", "", "", http.StatusNotFound},
+		{"PUT /graphql", dev, "PUT", "/graphql", "", "", "", "", http.StatusMethodNotAllowed},
+		{"bad JSON", dev, "POST", "/graphql", "application/json", "", "", `{"query":`, http.StatusBadRequest},
+		{"no content type", dev, "POST", "/graphql", "", "", "", `{"query":"{ __typename }"}`, http.StatusUnsupportedMediaType},
+		{"a GET without a query", dev, "GET", "/graphql", "", "", "", "", http.StatusUnprocessableEntity},
+		{"a wrong Host", dev, "GET", "/graphql?query=%7B__typename%7D", "", "", "", "", http.StatusForbidden},
+		{"a mutation by GET", dev, "GET", "/graphql?query=" + url.QueryEscape(`mutation { deleteListFeature(entityType: "user", name: "x") }`), "", "", "", "", http.StatusNotAcceptable},
+		{"a query that does not parse", dev, "POST", "/graphql", "application/json", "", "", `{"query":"{"}`, http.StatusUnprocessableEntity},
+		{"a preflight from another origin", dev, "OPTIONS", "/graphql", "", "", "https://elsewhere.example", "", http.StatusForbidden},
+		{"a WebSocket from another origin", dev, "GET", "/graphql", "", "", "https://elsewhere.example", "", http.StatusForbidden},
+		{"no token", prod, "POST", "/graphql", "application/json", "", "", `{"query":"{ __typename }"}`, http.StatusUnauthorized},
+		{"a wrong token", prod, "POST", "/graphql", "application/json", "nope", "", `{"query":"{ __typename }"}`, http.StatusUnauthorized},
+		{"a body past --max-body-bytes", prod, "POST", "/graphql", "application/json", "the-key", "", big, http.StatusRequestEntityTooLarge},
+		{"past the caller's budget", prod, "POST", "/graphql", "application/json", "the-key", "", string(heavyBody), http.StatusTooManyRequests},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req, err := http.NewRequest(c.method, c.base+c.path, strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.contentType != "" {
+				req.Header.Set("Content-Type", c.contentType)
+			}
+			if c.token != "" {
+				req.Header.Set("Authorization", "Bearer "+c.token)
+			}
+			if c.origin != "" {
+				req.Header.Set("Origin", c.origin)
+				req.Header.Set("Access-Control-Request-Method", "POST")
+			}
+			if c.name == "a wrong Host" {
+				req.Host = "elsewhere.example"
+			}
+			if strings.HasPrefix(c.name, "a WebSocket") {
+				req.Header.Set("Connection", "Upgrade")
+				req.Header.Set("Upgrade", "websocket")
+				req.Header.Set("Sec-WebSocket-Version", "13")
+				req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+				req.Header.Set("Sec-WebSocket-Protocol", "graphql-transport-ws")
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, c.status, body)
+			}
+			if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/") || !strings.Contains(ct, "json") {
+				t.Fatalf("Content-Type %q: %s", ct, body)
+			}
+			var out struct {
+				Errors []struct {
+					Message    string
+					Extensions struct{ Code string }
+				}
+			}
+			if err := json.Unmarshal(body, &out); err != nil || len(out.Errors) == 0 || out.Errors[0].Message == "" || out.Errors[0].Extensions.Code == "" {
+				t.Fatalf("not a JSON error with a code (%v): %s", err, body)
+			}
+		})
 	}
 }

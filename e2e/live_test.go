@@ -336,7 +336,7 @@ func TestShutdownWhileClientsResubscribe(t *testing.T) {
 // of 32 KB (64 MB), then never reads: the gateway sends each catch-up a
 // page at a time within --catch-up-bytes, ends the subscriptions its
 // client does not read with TOO_SLOW, and its resident memory stays
-// within the README's bound; a client that reads meanwhile catches up.
+// within the bound docs/live-lists.md states; a client that reads meanwhile catches up.
 func TestNonReadingClientStaysBounded(t *testing.T) {
 	const (
 		items, valueBytes = 2000, 32 << 10

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"runtime/debug"
 	"strconv"
 
@@ -142,4 +143,13 @@ func recoverPanic(log *slog.Logger, panics metric.Int64Counter) graphql.RecoverF
 		log.ErrorContext(ctx, "panic", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return errors.New("panic")
 	}
+}
+
+// WriteError answers a request the GraphQL endpoint does not serve (a path
+// no route has, a method its route does not take, a failing /readyz) in
+// the endpoint's shape: a JSON body of one error with its code.
+func WriteError(w http.ResponseWriter, status int, code, message string) {
+	w.Header()["Content-Type"] = contentTypes["application/json"]
+	w.WriteHeader(status)
+	writeResponse(w, &graphql.Response{Errors: gqlerror.List{{Message: message, Extensions: map[string]any{"code": code}}}})
 }

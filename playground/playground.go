@@ -8,6 +8,7 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"strings"
 )
 
 //go:embed index.html init.js playground.css favicon.svg assets
@@ -26,8 +27,9 @@ var files embed.FS
 const CSP = "default-src 'self'; style-src 'self' 'sha256-Y/huXlwoYkVyQlxwSVcCi1RCDGDCSVBzDt0hYP9qlTc='; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'; object-src 'none'"
 
-// Handler serves the page at / and its files under /playground/.
-func Handler() http.Handler {
+// Handler serves the page at / and its files under /playground/; a file
+// it does not have (or a folder) goes to notFound.
+func Handler(notFound http.Handler) http.Handler {
 	static, err := fs.Sub(files, ".")
 	if err != nil {
 		panic(err)
@@ -55,6 +57,10 @@ func Handler() http.Handler {
 		w.Write(icon)
 	})
 	mux.HandleFunc("GET /playground/", func(w http.ResponseWriter, r *http.Request) {
+		if info, err := fs.Stat(static, strings.TrimPrefix(r.URL.Path, "/playground/")); err != nil || info.IsDir() {
+			notFound.ServeHTTP(w, r)
+			return
+		}
 		header(w)
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		assets.ServeHTTP(w, r)
