@@ -33,6 +33,7 @@ type Config struct {
 	LocalDC  string // data centre for DC-aware routing; "" routes to all
 	Username string
 	Password string
+	TLS      *TLS // nil: connections in plain text
 
 	ReadConsistency   gocql.Consistency
 	WriteConsistency  gocql.Consistency
@@ -184,6 +185,9 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback)
 	if cfg.Username != "" {
 		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
+	}
+	if cfg.TLS != nil {
+		cluster.SslOpts = cfg.TLS.sslOptions()
 	}
 	obs, err := newObserver(&cfg)
 	if err != nil {
