@@ -121,3 +121,30 @@ func readKeyPair(certPath, keyPath string) (*tls.Certificate, error) {
 	}
 	return &cert, nil
 }
+
+// explainTLS adds to a failed connection what the --cql-tls* flags can do
+// about it: the driver's words name no flag. The driver keeps only the
+// text of the cause, so it is matched by Go's and the TLS alerts' words.
+func explainTLS(cfg config, err error) error {
+	msg, f := err.Error(), cfg.CQLTLSFiles
+	var hint string
+	switch {
+	case cfg.CQLTLS == nil:
+		return err
+	case strings.Contains(msg, "x509: certificate signed by unknown authority") && f.CA != "":
+		hint = "the node's certificate is not signed by a CA of --cql-tls-ca " + f.CA
+	case strings.Contains(msg, "x509: certificate signed by unknown authority"):
+		hint = "the node's certificate is not signed by a CA this machine trusts: name the cluster's CA with --cql-tls-ca"
+	case strings.Contains(msg, "x509: certificate is valid for"):
+		hint = "the node's certificate does not name the address dialed (or --cql-tls-server-name): set --cql-tls-server-name to a name it carries, or --cql-tls-verify-hostname=false to check its chain alone"
+	case strings.Contains(msg, "tls: certificate required"):
+		hint = "the node requires a client certificate: set --cql-tls-cert and --cql-tls-key"
+	case strings.Contains(msg, "tls: bad certificate"), strings.Contains(msg, "tls: unknown certificate authority"), strings.Contains(msg, "tls: certificate unknown"):
+		hint = "the node refused the client certificate of --cql-tls-cert " + f.Cert + ": it trusts another CA, or the certificate is expired or not for client use"
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		hint = "the node does not speak TLS on this port"
+	default:
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, hint)
+}

@@ -241,7 +241,7 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 	c.SlowQuery, c.Log = cfg.SlowQuery, log
 	s, err := cql.Open(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, explainTLS(cfg, err)
 	}
 	if cfg.Migrate {
 		sc := cql.DefaultSchema()
