@@ -123,28 +123,43 @@ func readKeyPair(certPath, keyPath string) (*tls.Certificate, error) {
 }
 
 // explainTLS adds to a failed connection what the --cql-tls* flags can do
-// about it: the driver's words name no flag. The driver keeps only the
-// text of the cause, so it is matched by Go's and the TLS alerts' words.
+// about it: the driver's words name no flag. The driver keeps only the text
+// of the cause, so it is matched by Go's words and the TLS alerts'.
 func explainTLS(cfg config, err error) error {
-	msg, f := err.Error(), cfg.CQLTLSFiles
+	if cfg.CQLTLS == nil {
+		return err
+	}
+	f, msg := cfg.CQLTLSFiles, err.Error()
+	unknownCA := strings.Contains(msg, "x509: certificate signed by unknown authority")
 	var hint string
 	switch {
-	case cfg.CQLTLS == nil:
-		return err
-	case strings.Contains(msg, "x509: certificate signed by unknown authority") && f.CA != "":
+	case unknownCA && f.CA != "":
 		hint = "the node's certificate is not signed by a CA of --cql-tls-ca " + f.CA
-	case strings.Contains(msg, "x509: certificate signed by unknown authority"):
+	case unknownCA:
 		hint = "the node's certificate is not signed by a CA this machine trusts: name the cluster's CA with --cql-tls-ca"
 	case strings.Contains(msg, "x509: certificate is valid for"):
 		hint = "the node's certificate does not name the address dialed (or --cql-tls-server-name): set --cql-tls-server-name to a name it carries, or --cql-tls-verify-hostname=false to check its chain alone"
+	case strings.Contains(msg, "tls: certificate required") && f.Cert != "":
+		// Go sends no certificate the CAs the node names did not sign.
+		hint = "the node requires a client certificate signed by a CA it trusts, and --cql-tls-cert " + f.Cert + " is not"
 	case strings.Contains(msg, "tls: certificate required"):
 		hint = "the node requires a client certificate: set --cql-tls-cert and --cql-tls-key"
-	case strings.Contains(msg, "tls: bad certificate"), strings.Contains(msg, "tls: unknown certificate authority"), strings.Contains(msg, "tls: certificate unknown"):
+	case strings.Contains(msg, "tls: bad certificate"), strings.Contains(msg, "tls: unknown certificate authority"), strings.Contains(msg, "tls: certificate unknown"), strings.Contains(msg, "tls: certificate expired"):
 		hint = "the node refused the client certificate of --cql-tls-cert " + f.Cert + ": it trusts another CA, or the certificate is expired or not for client use"
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
 		hint = "the node does not speak TLS on this port"
 	default:
 		return err
 	}
-	return fmt.Errorf("%w (%s)", err, hint)
+	return &explainedError{hint: hint, err: err}
 }
+
+// explainedError is a failed connection with what to do about it, first:
+// the driver's text ends in a line break.
+type explainedError struct {
+	hint string
+	err  error
+}
+
+func (e *explainedError) Error() string { return e.hint + ": " + strings.TrimSpace(e.err.Error()) }
+func (e *explainedError) Unwrap() error { return e.err }

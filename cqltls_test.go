@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"io"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/listgate/listgate/internal/testca"
+	"github.com/listgate/listgate/store/cql"
 )
 
 // The --cql-tls* flags: a right set gives the store its TLS setting, from
@@ -74,5 +78,40 @@ func TestCQLTLSConfig(t *testing.T) {
 				t.Errorf("parseConfig(%v): %v; want it to say %q", bad.args, err, w)
 			}
 		}
+	}
+}
+
+// A node port that does not speak TLS is named as such.
+func TestCQLTLSAgainstAPlainPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	cfg, err := parseConfig([]string{"--cql-hosts", ln.Addr().String(), "--cql-tls"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cql.DefaultConfig()
+	c.Hosts, c.TLS = cfg.CQLHosts, cfg.CQLTLS
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := cql.Open(ctx, c)
+	if err == nil {
+		s.Close()
+		t.Fatal("Open succeeded against a port that speaks no CQL")
+	}
+	if err = explainTLS(cfg, err); !strings.HasPrefix(err.Error(), "the node does not speak TLS on this port: ") || strings.HasSuffix(err.Error(), "\n") {
+		t.Fatalf("error %q", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/internal/gatewaytest"
@@ -38,8 +39,12 @@ func TestClusterTLS(t *testing.T) {
 
 	t.Run("serves over TLS with a client certificate", func(t *testing.T) {
 		g := startGateway(t, append(withClientCert, "LISTGATE_CQL_TLS_CA="+caFile, "LISTGATE_MIGRATE=true", "LISTGATE_LOG_LEVEL=info")...)
-		if line := g.stderr.String(); !strings.Contains(line, "tls=\"on (CAs of "+caFile+", node addresses checked, client certificate "+certFile+")\"") {
-			t.Errorf("the start-up line does not say TLS is on:\n%s", line)
+		// The start-up line comes on stderr, maybe after the address on stdout.
+		want := "tls=\"on (CAs of " + caFile + ", node addresses checked, client certificate " + certFile + ")\""
+		for deadline := time.Now().Add(5 * time.Second); !strings.Contains(g.stderr.String(), want); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the start-up line does not say %s:\n%s", want, g.stderr.String())
+			}
 		}
 		gatewaytest.Post(t, g.base, "", `mutation { createListFeature(input: {entityType: "user", name: "seen", valueType: STRING, ttlSeconds: 3600}) { key } }`)
 		_, out := gatewaytest.Post(t, g.base, "", `mutation { addListItems(list: {entityType: "user", entityId: "u1", feature: "seen"}, items: [{value: "over TLS"}]) { added } }`)
@@ -77,7 +82,7 @@ func TestClusterTLS(t *testing.T) {
 	})
 	t.Run("a client certificate the node does not trust", func(t *testing.T) {
 		refused(t, append(cluster, "LISTGATE_CQL_TLS_CA="+caFile, "LISTGATE_CQL_TLS_CERT="+strangerCert, "LISTGATE_CQL_TLS_KEY="+strangerKey),
-			"refused the client certificate of --cql-tls-cert "+strangerCert)
+			"requires a client certificate signed by a CA it trusts, and --cql-tls-cert "+strangerCert+" is not")
 	})
 	t.Run("a server name the node's certificate lacks", func(t *testing.T) {
 		refused(t, append(withClientCert, "LISTGATE_CQL_TLS_CA="+caFile, "LISTGATE_CQL_TLS_SERVER_NAME=elsewhere.test"),

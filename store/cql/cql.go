@@ -201,7 +201,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	}
 	session, err := cluster.CreateSession()
 	if err != nil {
-		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %v", errkind.Unavailable, strings.Join(cfg.Hosts, ","), err)
+		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %w", errkind.Unavailable, strings.Join(cfg.Hosts, ","), err)
 	}
 	rows, err := store.NewRowMeter(cfg.MeterProvider)
 	if err != nil {
