@@ -126,10 +126,15 @@ func readKeyPair(certPath, keyPath string) (*tls.Certificate, error) {
 // about it: the driver's words name no flag. The driver keeps only the text
 // of the cause, so it is matched by Go's words and the TLS alerts'.
 func explainTLS(cfg config, err error) error {
+	f, msg := cfg.CQLTLSFiles, err.Error()
 	if cfg.CQLTLS == nil {
+		// A node that requires TLS hangs up on a plain CQL greeting: the
+		// first read ends or is reset, whichever comes first.
+		if strings.Contains(msg, "unable to discover protocol version:") && (strings.HasSuffix(strings.TrimSpace(msg), "EOF") || strings.Contains(msg, "connection reset by peer")) {
+			return &explainedError{hint: "the node closed the connection at once; if it requires TLS, set --cql-tls (and --cql-tls-ca)", err: err}
+		}
 		return err
 	}
-	f, msg := cfg.CQLTLSFiles, err.Error()
 	unknownCA := strings.Contains(msg, "x509: certificate signed by unknown authority")
 	var hint string
 	switch {

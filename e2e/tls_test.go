@@ -73,6 +73,9 @@ func TestClusterTLS(t *testing.T) {
 			}
 		}
 	}
+	t.Run("without TLS", func(t *testing.T) {
+		refused(t, cluster, "if it requires TLS, set --cql-tls")
+	})
 	t.Run("a CA that did not sign the node", func(t *testing.T) {
 		refused(t, append(withClientCert, "LISTGATE_CQL_TLS_CA="+otherCAFile),
 			"x509: certificate signed by unknown authority", "not signed by a CA of --cql-tls-ca "+otherCAFile)
