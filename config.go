@@ -44,6 +44,8 @@ type config struct {
 	CQLLocalDC          string
 	CQLUsername         string
 	CQLPassword         string
+	CQLTLSFiles         cqlTLSFiles // the --cql-tls* flags as given
+	CQLTLS              *cql.TLS    // read from CQLTLSFiles; nil: plain text
 	CQLReadConsistency  gocql.Consistency
 	CQLWriteConsistency gocql.Consistency
 	CQLTimeout          time.Duration
@@ -151,6 +153,12 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.StringVar(&c.CQLLocalDC, "cql-local-dc", "", "local data centre for DC-aware routing (empty: all hosts)")
 	fs.StringVar(&c.CQLUsername, "cql-username", "", "CQL user name")
 	fs.StringVar(&c.CQLPassword, "cql-password", "", "CQL password (prefer the environment variable)")
+	fs.BoolVar(&c.CQLTLSFiles.On, "cql-tls", false, "connect to the cluster over TLS (any other --cql-tls-* flag turns it on too), trusting the system's CAs unless --cql-tls-ca names others")
+	fs.StringVar(&c.CQLTLSFiles.CA, "cql-tls-ca", "", "PEM file of the CAs the nodes' certificates must chain to (empty: the system's)")
+	fs.StringVar(&c.CQLTLSFiles.Cert, "cql-tls-cert", "", "PEM file of the client certificate (and its chain) for clusters that require one; needs --cql-tls-key")
+	fs.StringVar(&c.CQLTLSFiles.Key, "cql-tls-key", "", "PEM file of the client certificate's private key; needs --cql-tls-cert")
+	fs.StringVar(&c.CQLTLSFiles.ServerName, "cql-tls-server-name", "", "name every node's certificate must carry (empty: the IP address each node is dialed at)")
+	fs.BoolVar(&c.CQLTLSFiles.VerifyHostname, "cql-tls-verify-hostname", true, "check that a node's certificate names the address dialed (or --cql-tls-server-name); false checks its chain to the CAs only")
 	readCL := fs.String("cql-read-consistency", "LOCAL_QUORUM", "consistency level of reads")
 	writeCL := fs.String("cql-write-consistency", "LOCAL_QUORUM", "consistency level of writes")
 	fs.DurationVar(&c.CQLTimeout, "cql-timeout", 2*time.Second, "timeout of one CQL statement attempt")
@@ -301,11 +309,15 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--jwt-jwks-url %q: must be an https (or http) URL such as https://idp.example.com/.well-known/jwks.json", c.JWTJWKSURL)
 	}
 	c.StoreLimits.MaxAddBytes = store.DefaultLimits.MaxAddBytes
+	var err error
 
 	for _, h := range strings.Split(*hosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			c.CQLHosts = append(c.CQLHosts, h)
 		}
+	}
+	if c.CQLTLS, err = loadCQLTLS(c.CQLTLSFiles, explicit, len(c.CQLHosts) > 0); err != nil {
+		return c, err
 	}
 	for _, h := range strings.Split(*text.allowedHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
@@ -321,7 +333,6 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, err
 	}
 	c.Subscriptions.Origins = c.CORSOrigins
-	var err error
 	if c.CQLReadConsistency, err = parseConsistency(*readCL); err != nil {
 		return c, fmt.Errorf("--cql-read-consistency: %w", err)
 	}

@@ -229,6 +229,7 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 	c.Keyspace = cfg.CQLKeyspace
 	c.LocalDC = cfg.CQLLocalDC
 	c.Username, c.Password = cfg.CQLUsername, cfg.CQLPassword
+	c.TLS = cfg.CQLTLS
 	c.ReadConsistency, c.WriteConsistency = cfg.CQLReadConsistency, cfg.CQLWriteConsistency
 	c.Timeout = cfg.CQLTimeout
 	c.NumConns = cfg.CQLConnections
@@ -240,7 +241,7 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 	c.SlowQuery, c.Log = cfg.SlowQuery, log
 	s, err := cql.Open(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, explainTLS(cfg, err)
 	}
 	if cfg.Migrate {
 		sc := cql.DefaultSchema()

@@ -46,7 +46,33 @@ func storeAttrs(cfg config) []any {
 		"local_dc", cfg.CQLLocalDC,
 		"read_consistency", cfg.CQLReadConsistency.String(),
 		"write_consistency", cfg.CQLWriteConsistency.String(),
+		"tls", tlsMode(cfg),
 	}
+}
+
+// tlsMode says whether connections to the cluster are encrypted and what
+// the nodes are trusted by.
+func tlsMode(cfg config) string {
+	t, f := cfg.CQLTLS, cfg.CQLTLSFiles
+	if t == nil {
+		return "off"
+	}
+	parts := []string{"CAs of the system"}
+	if f.CA != "" {
+		parts[0] = "CAs of " + f.CA
+	}
+	switch {
+	case t.SkipHostnameCheck:
+		parts = append(parts, "host names not checked")
+	case t.ServerName != "":
+		parts = append(parts, "server name "+t.ServerName)
+	default:
+		parts = append(parts, "node addresses checked")
+	}
+	if f.Cert != "" {
+		parts = append(parts, "client certificate "+f.Cert)
+	}
+	return "on (" + strings.Join(parts, ", ") + ")"
 }
 
 // authMethod says how callers are authenticated. Without keys of any kind

@@ -108,7 +108,7 @@ func TestStartupLineNamesTheCluster(t *testing.T) {
 	hosts := strings.Join(cfg.Hosts, ",")
 	_, line := startupLine(t, "--cql-hosts", hosts, "--cql-keyspace", cfg.Keyspace, "--cql-timeout", "10s",
 		"--cql-read-consistency", "one", "--cql-write-consistency", "QUORUM")
-	want := map[string]any{"kind": "cql", "hosts": hosts, "keyspace": cfg.Keyspace, "local_dc": "", "read_consistency": "ONE", "write_consistency": "QUORUM"}
+	want := map[string]any{"kind": "cql", "hosts": hosts, "keyspace": cfg.Keyspace, "local_dc": "", "read_consistency": "ONE", "write_consistency": "QUORUM", "tls": "off"}
 	if fmt.Sprint(line["store"]) != fmt.Sprint(want) {
 		t.Errorf("store = %v, want %v", line["store"], want)
 	}

@@ -33,6 +33,7 @@ type Config struct {
 	LocalDC  string // data centre for DC-aware routing; "" routes to all
 	Username string
 	Password string
+	TLS      *TLS // nil: connections in plain text
 
 	ReadConsistency   gocql.Consistency
 	WriteConsistency  gocql.Consistency
@@ -185,6 +186,9 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	if cfg.Username != "" {
 		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
 	}
+	if cfg.TLS != nil {
+		cluster.SslOpts = cfg.TLS.sslOptions()
+	}
 	obs, err := newObserver(&cfg)
 	if err != nil {
 		return nil, err
@@ -197,7 +201,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	}
 	session, err := cluster.CreateSession()
 	if err != nil {
-		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %v", errkind.Unavailable, strings.Join(cfg.Hosts, ","), err)
+		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %w", errkind.Unavailable, strings.Join(cfg.Hosts, ","), err)
 	}
 	rows, err := store.NewRowMeter(cfg.MeterProvider)
 	if err != nil {
