@@ -124,7 +124,8 @@ func envName(flagName string) string {
 
 // commandOnly are the flags no environment variable sets: a LISTGATE_VERSION
 // that deployment tooling sets to a release name must not stop the gateway.
-var commandOnly = map[string]bool{"version": true}
+// So are the flags of one command alone, such as backup's --to.
+var commandOnly = map[string]bool{"version": true, "to": true}
 
 // flagText are the flags parseConfig reads as text and turns into settings.
 type flagText struct {
@@ -165,7 +166,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.IntVar(&c.CQLConnections, "cql-connections", 2, "connections per host (per shard on ScyllaDB)")
 	fs.DurationVar(&c.ClockOffset, "test-clock-offset", 0, "for tests only: run this gateway's clock this far ahead of the machine's (negative: behind), as a writer with a wrong clock would")
 	fs.BoolVar(&c.Migrate, "migrate", false, "create the keyspace and tables that are missing (the statements listgate schema prints), then serve")
-	fs.StringVar(&c.CQLReplication, "cql-replication", cql.DefaultSchema().Replication, "keyspace replication map used by --migrate")
+	fs.StringVar(&c.CQLReplication, "cql-replication", cql.DefaultSchema().Replication, "keyspace replication map used by --migrate and listgate schema")
 	fs.DurationVar(&c.FeatureRefresh, "feature-refresh", 10*time.Second, "how often the feature catalog is reloaded (at most a third of --feature-staleness)")
 	fs.DurationVar(&c.FeatureStaleness, "feature-staleness", features.DefaultStaleness, "how old the feature catalog may be and still be served, the same on every gateway of a fleet: past it lists are refused (UNAVAILABLE); a deleted feature may still be served this long through a gateway that has not reloaded, and one re-created with another value type or cap waits this long (and 5 s of clock skew) after its deletion")
 	fs.DurationVar(&c.Loader.Wait, "loader-wait", lists.DefaultLoaderConfig.Wait, "how long the list loader gathers keys before a batch runs")
@@ -239,7 +240,7 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	apiKeys, apiKeysFile, hosts, readCL, writeCL, origins := text.apiKeys, text.apiKeysFile, text.hosts, text.readCL, text.writeCL, text.origins
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			writeUsage(help, fs)
+			writeUsage(help, serveUsage, fs)
 			return c, err
 		}
 		return c, fmt.Errorf("%w (listgate --help lists the flags)", err)
@@ -247,21 +248,9 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	if c.PrintVersion {
 		return c, nil
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		if commandOnly[f.Name] {
-			return
-		}
-		if v := getenv(envName(f.Name)); v != "" && !set[f.Name] && envErr == nil {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return c, envErr
+	set, err := setFromEnv(fs, getenv)
+	if err != nil {
+		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -309,7 +298,6 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--jwt-jwks-url %q: must be an https (or http) URL such as https://idp.example.com/.well-known/jwks.json", c.JWTJWKSURL)
 	}
 	c.StoreLimits.MaxAddBytes = store.DefaultLimits.MaxAddBytes
-	var err error
 
 	for _, h := range strings.Split(*hosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
@@ -382,6 +370,25 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	return c, nil
 }
 
+// setFromEnv sets each flag of fs not given on the command line from its
+// variable, if set, and returns the flags given on the command line.
+func setFromEnv(fs *flag.FlagSet, getenv func(string) string) (map[string]bool, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if commandOnly[f.Name] {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" && !set[f.Name] && envErr == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+			}
+		}
+	})
+	return set, envErr
+}
+
 func parseConsistency(s string) (gocql.Consistency, error) {
 	var c gocql.Consistency
 	if err := c.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
@@ -408,19 +415,25 @@ func checkOrigins(origins []string, credentials bool) error {
 	return nil
 }
 
-// writeUsage writes what --help shows: every flag with its environment
-// variable and its default.
-func writeUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprint(w, `Usage: listgate [flags]
+// serveUsage heads what listgate --help shows.
+const serveUsage = `Usage: listgate [flags]
+       listgate schema [flags]            print the CQL schema --migrate applies
+       listgate backup --to DIR [flags]   back up the embedded store
 
 listgate serves the list features of a feature store over GraphQL, on
 ScyllaDB or Cassandra (--cql-hosts) or, without them, on an embedded store
-(--data-dir).
+(--data-dir). listgate schema --help and listgate backup --help say more of
+the other commands.
 
 Every flag can also be set by the environment variable in brackets after
 it; a flag on the command line wins over its variable.
 
-`)
+`
+
+// writeUsage writes what --help shows: the head, then every flag with its
+// environment variable and its default.
+func writeUsage(w io.Writer, head string, fs *flag.FlagSet) {
+	fmt.Fprint(w, head)
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, text := flag.UnquoteUsage(f)
 		line := "  --" + f.Name

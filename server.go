@@ -46,8 +46,12 @@ func main() {
 	}
 }
 
-// run serves until ctx ends, then shuts down gracefully.
+// run serves until ctx ends, then shuts down gracefully; or, when args
+// start with a command's name (schema, backup), runs that command.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if isCommand(args) {
+		return runCommand(ctx, args, getenv, stdout)
+	}
 	cfg, err := parseConfig(args, getenv, stdout)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -87,6 +91,10 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 		return err
 	}
 	defer st.Close()
+	if e, ok := st.(*embedded.Store); ok {
+		backups := listenBackups(cfg.DataDir, e, log)
+		defer backups.close()
+	}
 	if st, err = store.Instrument(st, tel.MeterProvider); err != nil {
 		return err
 	}
@@ -244,9 +252,7 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 		return nil, explainTLS(cfg, err)
 	}
 	if cfg.Migrate {
-		sc := cql.DefaultSchema()
-		sc.Replication = cfg.CQLReplication
-		if err := s.Migrate(ctx, sc); err != nil {
+		if err := s.Migrate(ctx, cfg.schema()); err != nil {
 			s.Close()
 			return nil, err
 		}

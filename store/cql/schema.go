@@ -3,6 +3,7 @@ package cql
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -31,22 +32,37 @@ func DefaultSchema() Schema {
 	}
 }
 
-// Migrate creates the keyspace and the tables where they do not exist yet,
-// and adds to list_features the columns a table made by an earlier release
-// lacks. It never drops anything.
-func (s *Store) Migrate(ctx context.Context, sc Schema) error {
+// Statement is one statement of the schema: the CQL Migrate runs, and the
+// note `listgate schema` prints above it for a DBA.
+type Statement struct {
+	CQL  string
+	Note string // lines; what may be tuned and what the gateway rests on
+}
+
+// Statements are the schema's statements, in the order Migrate runs them:
+// the one source of both Migrate and `listgate schema`. The change feed's
+// retention sets list_changes' TTL.
+func Statements(keyspace string, sc Schema, feed FeedConfig) ([]Statement, error) {
 	repl := strings.TrimSpace(sc.Replication)
-	if !strings.HasPrefix(repl, "{") || !strings.HasSuffix(repl, "}") || strings.ContainsAny(repl, ";") {
-		return fmt.Errorf("%w replication %q: must be a CQL map such as {'class': 'NetworkTopologyStrategy', 'dc1': 3}", errkind.Invalid, sc.Replication)
+	switch {
+	case !validKeyspace(keyspace):
+		return nil, fmt.Errorf("%w keyspace %q: must match [a-z][a-z0-9_]{0,47}", errkind.Invalid, keyspace)
+	case !strings.HasPrefix(repl, "{") || !strings.HasSuffix(repl, "}") || strings.ContainsAny(repl, ";"):
+		return nil, fmt.Errorf("%w replication %q: must be a CQL map such as {'class': 'NetworkTopologyStrategy', 'dc1': 3}", errkind.Invalid, sc.Replication)
+	case sc.DefaultTTL < time.Second || sc.DefaultTTL > keys.MaxTTL:
+		return nil, fmt.Errorf("%w default TTL %v: must be from 1s to 20 years", errkind.Invalid, sc.DefaultTTL)
+	case feed.Retention < time.Second:
+		return nil, fmt.Errorf("%w change feed retention %v: must be 1s or more", errkind.Invalid, feed.Retention)
 	}
-	if sc.DefaultTTL < time.Second || sc.DefaultTTL > keys.MaxTTL {
-		return fmt.Errorf("%w default TTL %v: must be from 1s to 20 years", errkind.Invalid, sc.DefaultTTL)
-	}
-	ks := s.cfg.Keyspace
-	ddl := []string{
-		"CREATE KEYSPACE IF NOT EXISTS " + ks + " WITH replication = " + repl,
+	ks := keyspace
+	return []Statement{{
+		CQL: "CREATE KEYSPACE IF NOT EXISTS " + ks + " WITH replication = " + repl,
+		Note: `Tune: the replication, to the cluster's data centres (in production
+NetworkTopologyStrategy with 3 replicas in each; --cql-replication sets it
+here). The keyspace's name is --cql-keyspace's. Keep durable_writes on.`,
+	}, {
 		// The published design's table, byte for byte.
-		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.list_items (
+		CQL: fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.list_items (
   feature_key TEXT,
   entity_id   TEXT,
   item_key    TEXT,
@@ -54,11 +70,20 @@ func (s *Store) Migrate(ctx context.Context, sc Schema) error {
   PRIMARY KEY ((feature_key, entity_id), item_key)
 ) WITH CLUSTERING ORDER BY (item_key DESC)
   AND default_time_to_live = %d`, ks, int64(sc.DefaultTTL/time.Second)),
+		Note: `Every item of every list, one partition per list.
+Keep: the columns, their names and types, the primary key and the
+clustering order: every statement of the gateway names them, and a page
+reads newest first in the order of item_key.
+Tune: default_time_to_live (a safeguard only: every write sends its
+item's own TTL), compaction, caching, gc_grace_seconds (deletions and
+trims write tombstones: keep it above the interval of your repairs), and
+any other table option. Unset options take the cluster's defaults.`,
+	}, {
 		// One partition per entity type: listing an entity type's features
 		// reads one partition. A deleted feature keeps its row, marked; one
 		// created again over it records from when its items count
 		// (items_since, µs).
-		`CREATE TABLE IF NOT EXISTS ` + ks + `.list_features (
+		CQL: `CREATE TABLE IF NOT EXISTS ` + ks + `.list_features (
   entity_type    TEXT,
   name           TEXT,
   version        TEXT,
@@ -71,9 +96,15 @@ func (s *Store) Migrate(ctx context.Context, sc Schema) error {
   items_since    BIGINT,
   PRIMARY KEY ((entity_type), name, version)
 )`,
+		Note: `The features, one partition per entity type, changed only through
+lightweight transactions (SERIAL or LOCAL_SERIAL).
+Keep: the columns, their names and types, and the primary key.
+Tune: compaction, caching, gc_grace_seconds; the table is small and read
+in whole every --feature-refresh by each gateway.`,
+	}, {
 		// The change feed: a record per add, by time bucket and shard, in
 		// the order of the cluster's clock; records only ever expire.
-		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.list_changes (
+		CQL: fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.list_changes (
   bucket      BIGINT,
   shard       INT,
   id          TIMEUUID,
@@ -86,11 +117,67 @@ func (s *Store) Migrate(ctx context.Context, sc Schema) error {
   PRIMARY KEY ((bucket, shard), id)
 ) WITH default_time_to_live = %d
   AND compaction = {'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'MINUTES', 'compaction_window_size': 10}
-  AND gc_grace_seconds = 3600`, ks, int64(s.cfg.Feed.Retention/time.Second)),
+  AND gc_grace_seconds = 3600`, ks, int64(feed.Retention/time.Second)),
+		Note: `The change feed live lists read: a record per add, by 10-second bucket
+and shard (--change-feed-shards), written with a TTL and never deleted.
+Keep: the columns, their names and types, and the primary key.
+Tune: compaction (time windows suit rows that only expire), the window's
+size, gc_grace_seconds (no row is ever deleted, so no tombstone needs
+repair to spread), default_time_to_live (a safeguard: every write sends
+the feed's retention as its TTL), caching.`,
+	}}, nil
+}
+
+// WriteSchema writes the statements as a CQL file a DBA may read, tune and
+// apply (cqlsh -f): each statement under its note, ended by a semicolon.
+func WriteSchema(w io.Writer, keyspace string, sc Schema, feed FeedConfig) error {
+	stmts, err := Statements(keyspace, sc, feed)
+	if err != nil {
+		return err
 	}
-	for _, q := range ddl {
+	var b strings.Builder
+	b.WriteString(comment(`The schema of listgate's CQL store: what listgate --migrate runs, printed
+by listgate schema. Apply it with cqlsh -f, or let one gateway run with
+--migrate; then start the gateways without it.
+
+Each statement says what a DBA may tune and what must stay as it is.
+Table options may be changed before or after (ALTER TABLE ... WITH): the
+gateway never changes them, and --migrate creates only what is missing.`))
+	for _, st := range stmts {
+		b.WriteString("\n")
+		b.WriteString(comment(st.Note))
+		b.WriteString(st.CQL + ";\n")
+	}
+	b.WriteString("\n")
+	upgrade := "A list_features table made by an earlier release lacks columns, which\n--migrate adds; by hand:"
+	for _, c := range featureColumns {
+		upgrade += "\n  " + fmt.Sprintf(newStatements(keyspace).addFeatureColumn, c) + ";"
+	}
+	b.WriteString(comment(upgrade))
+	_, err = io.WriteString(w, b.String())
+	return err
+}
+
+// comment turns lines of text into CQL comment lines.
+func comment(text string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(text, "\n") {
+		b.WriteString(strings.TrimRight("-- "+line, " ") + "\n")
+	}
+	return b.String()
+}
+
+// Migrate creates the keyspace and the tables where they do not exist yet,
+// and adds to list_features the columns a table made by an earlier release
+// lacks. It never drops anything.
+func (s *Store) Migrate(ctx context.Context, sc Schema) error {
+	stmts, err := Statements(s.cfg.Keyspace, sc, s.cfg.Feed)
+	if err != nil {
+		return err
+	}
+	for _, st := range stmts {
 		// DDL waits for schema agreement, which takes longer than a read.
-		err := s.session.Query(q).WithContext(ctx).SetRequestTimeout(time.Minute).Exec()
+		err := s.session.Query(st.CQL).WithContext(ctx).SetRequestTimeout(time.Minute).Exec()
 		if err != nil {
 			return classify("migrating the schema", err)
 		}

@@ -59,6 +59,9 @@ type Config struct {
 	// again with another value type or cap (store.CheckRecreate); 0:
 	// store.DefaultRecreateWait.
 	RecreateWait time.Duration
+	// Existing makes Open fail when Dir holds no store, rather than make
+	// one.
+	Existing bool
 }
 
 // Store is a store.Store on Pebble.
@@ -84,7 +87,7 @@ var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database in cfg.Dir.
 func Open(cfg Config) (*Store, error) {
-	db, err := pebble.Open(cfg.Dir, &pebble.Options{Logger: quietLogger{}})
+	db, err := pebble.Open(cfg.Dir, &pebble.Options{Logger: quietLogger{}, ErrorIfNotExists: cfg.Existing})
 	if err != nil {
 		if inUse := inUseError(cfg.Dir, err); inUse != nil {
 			return nil, inUse

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+
+	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/store/cql"
+)
+
+// runArgs calls run as main would, and returns what it wrote to stdout.
+func runArgs(t *testing.T, getenv func(string) string, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(context.Background(), args, getenv, &out, io.Discard)
+	return out.String(), err
+}
+
+// splitCQL splits a CQL file into its statements, as cqlsh would: comment
+// lines dropped, statements ended by semicolons.
+func splitCQL(text string) []string {
+	var lines []string
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			lines = append(lines, line)
+		}
+	}
+	var stmts []string
+	for _, s := range strings.Split(strings.Join(lines, "\n"), ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			stmts = append(stmts, s)
+		}
+	}
+	return stmts
+}
+
+// Commands are named first; a wrong name, flag or argument says so, and
+// --help of each command says what it does.
+func TestCommands(t *testing.T) {
+	out, err := runArgs(t, noEnv, "--help")
+	if err != nil || !strings.Contains(out, "listgate schema [flags]") || !strings.Contains(out, "listgate backup --to DIR [flags]") {
+		t.Fatalf("--help: %v\n%.400s", err, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"scheme"}, `unknown command "scheme": the commands are schema and backup`},
+		{[]string{"schema", "--cql-hosts", "10.0.0.1"}, "flag provided but not defined: -cql-hosts (listgate schema --help lists the flags)"},
+		{[]string{"schema", "extra"}, "unexpected arguments: [extra]"},
+		{[]string{"schema", "--cql-keyspace", "Bad-Name"}, `keyspace "Bad-Name"`},
+		{[]string{"schema", "--cql-replication", "3"}, `replication "3"`},
+		{[]string{"backup"}, "listgate backup needs --to"},
+		{[]string{"backup", "--to", "x", "--listen", ":1"}, "flag provided but not defined: -listen (listgate backup --help lists the flags)"},
+	} {
+		if _, err := runArgs(t, noEnv, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("listgate %s: err = %v, want one saying %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	for cmd, want := range map[string]string{"schema": "--cql-replication string  (LISTGATE_CQL_REPLICATION", "backup": "--data-dir string  (LISTGATE_DATA_DIR"} {
+		out, err := runArgs(t, noEnv, cmd, "--help")
+		if err != nil || !strings.HasPrefix(out, "Usage: listgate "+cmd) || !strings.Contains(out, want) {
+			t.Errorf("listgate %s --help: %v\n%s", cmd, err, out)
+		}
+	}
+}
+
+// listgate schema takes the gateway's flags and variables, and prints the
+// statements Migrate runs, each under its note, ending in a semicolon.
+func TestSchemaCommand(t *testing.T) {
+	env := map[string]string{"LISTGATE_CQL_KEYSPACE": "from_env"}
+	repl := "{'class': 'NetworkTopologyStrategy', 'dc1': 3}"
+	out, err := runArgs(t, func(k string) string { return env[k] }, "schema", "--cql-replication", repl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts, err := cql.Statements("from_env", cql.Schema{Replication: repl, DefaultTTL: cql.DefaultSchema().DefaultTTL}, cql.DefaultFeedConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, st := range stmts {
+		want = append(want, st.CQL)
+		if !strings.Contains(out, "\n-- "+strings.SplitN(st.Note, "\n", 2)[0]+"\n") {
+			t.Errorf("the note of %.40s… is not printed", st.CQL)
+		}
+	}
+	if got := splitCQL(out); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("listgate schema printed the statements\n%s\nwant\n%s", strings.Join(got, ";\n"), strings.Join(want, ";\n"))
+	}
+}
+
+// The printed schema, applied statement by statement to a fresh keyspace,
+// is one a gateway serves from without --migrate; and it is what Migrate
+// runs, statement for statement.
+func TestPrintedSchemaServes(t *testing.T) {
+	hosts := cqltest.Hosts(t)
+	ks := fmt.Sprintf("ops_schema_%d", os.Getpid())
+	out, err := runArgs(t, noEnv, "schema", "--cql-keyspace", ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed := splitCQL(out)
+	if len(printed) != 4 {
+		t.Fatalf("listgate schema printed %d statements, want the keyspace and three tables:\n%s", len(printed), out)
+	}
+
+	cluster := gocql.NewCluster(hosts...)
+	cluster.Timeout = time.Minute // DDL waits for schema agreement on a busy machine
+	cluster.Consistency = gocql.One
+	session, err := cluster.CreateSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t.Cleanup(func() { // after the gateway's and the store's cleanups
+		if err := session.Query("DROP KEYSPACE IF EXISTS " + ks).Exec(); err != nil {
+			t.Logf("dropping %s: %v", ks, err)
+		}
+		session.Close()
+	})
+	if err := session.Query("DROP KEYSPACE IF EXISTS " + ks).WithContext(ctx).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range printed {
+		if err := session.Query(stmt).WithContext(ctx).Exec(); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := session.AwaitSchemaAgreement(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	base := start(t, "--cql-hosts", strings.Join(hosts, ","), "--cql-keyspace", ks, "--cql-timeout", "10s")
+	walkthrough(t, base, "user")
+
+	spans := tracetest.NewSpanRecorder()
+	cfg := cql.DefaultConfig()
+	cfg.Hosts, cfg.Keyspace, cfg.Timeout = hosts, ks, 10*time.Second
+	cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	s := cqltest.Open(t, cfg)
+	if err := s.Migrate(ctx, cql.DefaultSchema()); err != nil {
+		t.Fatal(err)
+	}
+	var ran []string
+	for _, span := range spans.Ended() {
+		for _, a := range span.Attributes() {
+			if a.Key == semconv.DBQueryTextKey && strings.HasPrefix(a.Value.AsString(), "CREATE ") {
+				ran = append(ran, a.Value.AsString())
+			}
+		}
+	}
+	t.Logf("applied %d statements to %s; the gateway served from it without --migrate; Migrate ran the same %d", len(printed), ks, len(ran))
+	if fmt.Sprint(ran) != fmt.Sprint(printed) {
+		t.Fatalf("Migrate ran\n%s\nlistgate schema printed\n%s", strings.Join(ran, ";\n"), strings.Join(printed, ";\n"))
+	}
+}
