@@ -1,4 +1,4 @@
-.PHONY: build test bench cassandra-start cassandra-stop
+.PHONY: build image test bench cassandra-start cassandra-stop
 
 # Everything CI runs: a real Cassandra, go vet, and all tests with -race.
 test:
@@ -23,3 +23,22 @@ BIN = bin/listgate
 
 build:
 	go build -ldflags "-X main.version=$(VERSION) -X main.revision=$(REVISION)" -o $(BIN) .
+
+# The container image (Containerfile): a static binary on an empty base, so
+# no registry is needed. The binary and the rest of the build context are
+# made here, in IMAGE_CONTEXT; podman builds it, or docker without podman.
+IMAGE ?= listgate:$(or $(VERSION),dev)
+IMAGE_CONTEXT ?= bin/image
+CONTAINER_TOOL ?= $(shell command -v podman 2>/dev/null || command -v docker 2>/dev/null)
+CA_CERTIFICATES ?= /etc/ssl/certs/ca-certificates.crt
+
+image:
+	@test -n "$(CONTAINER_TOOL)" || { echo "make image needs podman or docker" >&2; exit 1; }
+	rm -rf $(IMAGE_CONTEXT)
+	mkdir -p $(IMAGE_CONTEXT)/data
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)" -o $(IMAGE_CONTEXT)/listgate .
+	cp $(CA_CERTIFICATES) $(IMAGE_CONTEXT)/ca-certificates.crt
+	echo 'listgate:x:65532:65532:listgate:/data:/sbin/nologin' > $(IMAGE_CONTEXT)/passwd
+	echo 'listgate:x:65532:' > $(IMAGE_CONTEXT)/group
+	$(CONTAINER_TOOL) build -f Containerfile -t $(IMAGE) \
+		--build-arg VERSION=$(or $(VERSION),dev) --build-arg REVISION=$(or $(REVISION),unknown) $(IMAGE_CONTEXT)

@@ -97,12 +97,16 @@ func (b *lockedBuffer) String() string {
 // GOMEMLIMIT reaches it. When the test ends the process is stopped (stop).
 func startGateway(t *testing.T, env ...string) *gateway {
 	t.Helper()
+	return startGatewayCommand(t, builtBinary(t), nil, env...)
+}
+
+// startGatewayCommand is startGateway with a binary of the test's choosing
+// (one taken out of the image, say) and its command-line args, which win
+// over env.
+func startGatewayCommand(t *testing.T, bin string, args []string, env ...string) *gateway {
+	t.Helper()
 	g := &gateway{t: t, timeout: endpoint.DefaultLimits.RequestTimeout, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	bin, err := gatewayBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(cleanEnv(),
 		"LISTGATE_LISTEN=127.0.0.1:0",
 		"LISTGATE_DATA_DIR="+t.TempDir(),
