@@ -172,7 +172,11 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	// /metrics shows it.
 	defer ops.close()
 	log.Info("listgate serving", startupAttrs(cfg, build, ln.Addr().String(), ops)...)
-	fmt.Fprintf(stdout, "listgate serving http://%s (playground at /, GraphQL at /graphql)\n", ln.Addr())
+	if cfg.Playground {
+		fmt.Fprintf(stdout, "listgate serving http://%s (playground at /, GraphQL at /graphql)\n", ln.Addr())
+	} else {
+		fmt.Fprintf(stdout, "listgate serving http://%s (GraphQL at /graphql)\n", ln.Addr())
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
