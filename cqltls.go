@@ -153,10 +153,24 @@ func explainTLS(cfg config, err error) error {
 		hint = "the node refused the client certificate of --cql-tls-cert " + f.Cert + ": it trusts another CA, or the certificate is expired or not for client use"
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
 		hint = "the node does not speak TLS on this port"
+	case hungUp(msg) && f.Cert != "":
+		// Under TLS 1.3 a node refuses a client certificate after the
+		// client's side of the handshake is done: its alert may be lost to
+		// the connection's reset, and the driver sees the connection end.
+		hint = "the node hung up after the TLS handshake: it requires a client certificate signed by a CA it trusts, and --cql-tls-cert " + f.Cert + " is not (or the node is overloaded)"
+	case hungUp(msg):
+		hint = "the node hung up after the TLS handshake: it requires a client certificate: set --cql-tls-cert and --cql-tls-key (or the node is overloaded)"
 	default:
 		return err
 	}
 	return &explainedError{hint: hint, err: err}
+}
+
+// hungUp says whether the driver saw a connection end, or stay silent,
+// before the node answered its first request.
+func hungUp(msg string) bool {
+	return strings.Contains(msg, "unable to discover protocol version:") && (strings.HasSuffix(strings.TrimSpace(msg), "EOF") ||
+		strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, "no response to connection startup"))
 }
 
 // explainedError is a failed connection with what to do about it, first:
