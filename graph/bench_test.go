@@ -23,6 +23,15 @@ import (
 
 // benchGateway is the real handler on an embedded store holding one list of
 // n items and 100 one-item lists.
+// unthrottled are the default limits with a caller budget that one client
+// sending request after request (a benchmark, a fuzzer) never exhausts: it
+// is still charged on every request (callers_test.go runs budgets out).
+func unthrottled() endpoint.Limits {
+	l := endpoint.DefaultLimits
+	l.CallerCostRate, l.CallerCostBurst = 1e15, 1e15
+	return l
+}
+
 func benchGateway(b *testing.B, n int) http.Handler {
 	b.Helper()
 	s := embeddedStore(b)
@@ -49,11 +58,7 @@ func benchGateway(b *testing.B, n int) http.Handler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The caller's budget is charged as on a gateway, but the benchmark's
-	// one caller never runs out of it.
-	limits := endpoint.DefaultLimits
-	limits.CallerCostRate, limits.CallerCostBurst = 1e15, 1e15
-	h, err := endpoint.New(endpoint.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: limits, Log: log})
+	h, err := endpoint.New(endpoint.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: unthrottled(), Log: log})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -138,7 +138,7 @@ func FuzzFastPathSelection(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := endpoint.New(endpoint.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: endpoint.DefaultLimits, Log: log})
+	h, err := endpoint.New(endpoint.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: unthrottled(), Log: log})
 	if err != nil {
 		f.Fatal(err)
 	}

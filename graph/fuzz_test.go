@@ -64,7 +64,7 @@ func FuzzRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := endpoint.New(endpoint.Config{Store: counted, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: endpoint.DefaultLimits, Introspection: true, Log: log})
+	h, err := endpoint.New(endpoint.Config{Store: counted, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: unthrottled(), Introspection: true, Log: log})
 	if err != nil {
 		f.Fatal(err)
 	}
