@@ -73,8 +73,7 @@ func TestDocsLinks(t *testing.T) {
 	}
 }
 
-// The README's contents list every page under docs/, and the pages being
-// written elsewhere are there, if only as stubs.
+// The README links every page under docs/.
 func TestDocsContents(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
