@@ -22,7 +22,7 @@ type cqlTLSFiles struct {
 
 // cqlTLSFlags are the flags besides --cql-tls that turn TLS to the
 // cluster on when set: setting one says TLS is wanted.
-var cqlTLSFlags = []string{"cql-tls-ca", "cql-tls-cert", "cql-tls-key", "cql-tls-server-name", "cql-tls-verify-hostname"}
+var cqlTLSFlags = []string{"cql-tls-ca", "cql-tls-cert", "cql-tls-key", "cql-tls-server-name"}
 
 // loadCQLTLS reads the files the --cql-tls* flags name, at start-up, so
 // that a wrong one stops the gateway with its flag and path rather than
@@ -36,6 +36,9 @@ func loadCQLTLS(f cqlTLSFiles, explicit func(string) bool, cluster bool) (*cql.T
 		if explicit(name) {
 			set = append(set, "--"+name)
 		}
+	}
+	if !f.VerifyHostname { // its default, given, says nothing of TLS
+		set = append(set, "--cql-tls-verify-hostname=false")
 	}
 	if len(set) == 0 {
 		return nil, nil
@@ -157,9 +160,9 @@ func explainTLS(cfg config, err error) error {
 		// Under TLS 1.3 a node refuses a client certificate after the
 		// client's side of the handshake is done: its alert may be lost to
 		// the connection's reset, and the driver sees the connection end.
-		hint = "the node hung up after the TLS handshake: it requires a client certificate signed by a CA it trusts, and --cql-tls-cert " + f.Cert + " is not (or the node is overloaded)"
+		hint = "the node hung up during or after the TLS handshake: it requires a client certificate signed by a CA it trusts, and --cql-tls-cert " + f.Cert + " is not (or the node is overloaded)"
 	case hungUp(msg):
-		hint = "the node hung up after the TLS handshake: it requires a client certificate: set --cql-tls-cert and --cql-tls-key (or the node is overloaded)"
+		hint = "the node hung up during or after the TLS handshake: it requires a client certificate: set --cql-tls-cert and --cql-tls-key (or the node is overloaded)"
 	default:
 		return err
 	}

@@ -50,6 +50,13 @@ func TestCQLTLSConfig(t *testing.T) {
 	if c, err = parseConfig(hosts, noEnv, io.Discard); err != nil || c.CQLTLS != nil || tlsMode(c) != "off" {
 		t.Fatalf("without TLS flags: %+v, %v", c.CQLTLS, err)
 	}
+	// A shared environment that sets the check to its default leaves TLS
+	// off, on a cluster or on the embedded store.
+	for _, args := range [][]string{hosts, nil} {
+		if c, err = parseConfig(append(args, "--cql-tls-verify-hostname=true"), noEnv, io.Discard); err != nil || c.CQLTLS != nil {
+			t.Fatalf("--cql-tls-verify-hostname=true with %v: %+v, %v", args, c.CQLTLS, err)
+		}
+	}
 
 	for _, bad := range []struct {
 		args []string

@@ -299,21 +299,29 @@ func listenOps(cfg config, tel *telemetry.Telemetry, log *slog.Logger) (*opsList
 		mux.Handle("GET /metrics", tel.MetricsHandler())
 		return mux
 	}
+	// An operator's listener answers other paths as the gateway's does.
+	opsMux := func() *http.ServeMux {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			endpoint.WriteError(w, http.StatusNotFound, endpoint.CodeNotFound, "no such path: this listener serves /metrics or /debug/pprof/")
+		})
+		return mux
+	}
 	var err error
 	switch {
 	case cfg.MetricsListen != "" && cfg.MetricsListen == cfg.PprofListen:
-		if o.metrics, err = open("--metrics-listen and --pprof-listen", cfg.MetricsListen, pprofRoutes(metricsMux(http.NewServeMux()))); err != nil {
+		if o.metrics, err = open("--metrics-listen and --pprof-listen", cfg.MetricsListen, pprofRoutes(metricsMux(opsMux()))); err != nil {
 			return nil, err
 		}
 		o.pprof = o.metrics
 		return o, nil
 	case cfg.MetricsListen != "":
-		if o.metrics, err = open("--metrics-listen", cfg.MetricsListen, metricsMux(http.NewServeMux())); err != nil {
+		if o.metrics, err = open("--metrics-listen", cfg.MetricsListen, metricsMux(opsMux())); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.PprofListen != "" {
-		if o.pprof, err = open("--pprof-listen", cfg.PprofListen, pprofRoutes(http.NewServeMux())); err != nil {
+		if o.pprof, err = open("--pprof-listen", cfg.PprofListen, pprofRoutes(opsMux())); err != nil {
 			return nil, err
 		}
 	}

@@ -352,7 +352,7 @@ func TestEveryErrorAnswerIsJSONWithACode(t *testing.T) {
 		{"no content type", dev, "POST", "/graphql", "", "", "", `{"query":"{ __typename }"}`, http.StatusUnsupportedMediaType},
 		{"a GET without a query", dev, "GET", "/graphql", "", "", "", "", http.StatusUnprocessableEntity},
 		{"a wrong Host", dev, "GET", "/graphql?query=%7B__typename%7D", "", "", "", "", http.StatusForbidden},
-		{"a mutation by GET", dev, "GET", "/graphql?query=" + url.QueryEscape(`mutation { deleteListFeature(entityType: "user", name: "x") }`), "", "", "", "", http.StatusNotAcceptable},
+		{"a mutation by GET", dev, "GET", "/graphql?query=" + url.QueryEscape(`mutation { deleteListFeature(entityType: "user", name: "x") }`), "", "", "", "", http.StatusMethodNotAllowed},
 		{"a query that does not parse", dev, "POST", "/graphql", "application/json", "", "", `{"query":"{"}`, http.StatusUnprocessableEntity},
 		{"a preflight from another origin", dev, "OPTIONS", "/graphql", "", "", "https://elsewhere.example", "", http.StatusForbidden},
 		{"a WebSocket from another origin", dev, "GET", "/graphql", "", "", "https://elsewhere.example", "", http.StatusForbidden},

@@ -322,7 +322,9 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 	switch {
 	case op.Transport == operation.GET && rc.Operation.Operation != ast.Query:
-		return http.StatusNotAcceptable, fmt.Errorf("%w: a GET runs queries only; send a %s with POST, Content-Type: application/json", errkind.Malformed, rc.Operation.Operation)
+		// 405, as the GraphQL-over-HTTP draft says of a mutation by GET.
+		w.Header().Set("Allow", "POST")
+		return http.StatusMethodNotAllowed, fmt.Errorf("%w: a GET runs queries only; send a %s with POST, Content-Type: application/json", errkind.Malformed, rc.Operation.Operation)
 	case rc.Operation.Operation == ast.Subscription:
 		return http.StatusBadRequest, fmt.Errorf("%w: subscriptions are served over WebSockets (graphql-transport-ws) on this endpoint, not over HTTP", errkind.Malformed)
 	}

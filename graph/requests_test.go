@@ -45,7 +45,7 @@ func TestTransportMistakesSayWhatToSend(t *testing.T) {
 		{"a body that is not JSON", http.MethodPost, "application/json", "", `{"query": `, http.StatusBadRequest, "BAD_REQUEST", "not a JSON object such as"},
 		{"a query that is not a string", http.MethodPost, "application/json", "", `{"query": 5}`, http.StatusBadRequest, "BAD_REQUEST", "not a JSON object such as"},
 		{"another method", http.MethodPut, "application/json", "", `{}`, http.StatusMethodNotAllowed, "BAD_REQUEST", "send a POST"},
-		{"a mutation over GET", http.MethodGet, "", "", "", http.StatusNotAcceptable, "BAD_REQUEST", "send a mutation with POST"},
+		{"a mutation over GET", http.MethodGet, "", "", "", http.StatusMethodNotAllowed, "BAD_REQUEST", "send a mutation with POST"},
 		{"a preflight from an unlisted origin", http.MethodOptions, "", "https://app.example.com", "", http.StatusForbidden, "FORBIDDEN", "--cors-origins"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
