@@ -338,7 +338,10 @@ func (c *connection) run(ctx context.Context, cancel context.CancelFunc, m messa
 		fail(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)})
 		return
 	}
-	c.s.streams.Add(1)
+	if !c.s.begin(&c.s.streams) {
+		fail(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w: the gateway is shutting down; connect to another replica", errkind.Refused))})
+		return
+	}
 	defer c.s.streams.Done()
 	responses, sctx := h.exec.DispatchOperation(ctx, rc)
 	for {

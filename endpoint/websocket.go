@@ -93,14 +93,28 @@ type sockets struct {
 	pending chan struct{} // a slot per WebSocket before it
 	closing context.Context
 	close   context.CancelFunc
-	conns   sync.WaitGroup // WebSockets being served
-	streams sync.WaitGroup // subscriptions whose last message is not written
+	conns   sync.WaitGroup // WebSockets being served; added to by begin
+	streams sync.WaitGroup // subscriptions whose last message is not written; added to by begin
 
 	refused metric.Int64Counter // WebSockets and subscriptions refused, by reason
 
 	mu            sync.Mutex
 	pendingByAddr map[string]int
 	byCaller      map[string]int // open subscriptions by caller
+	stopping      bool           // shutdown has begun: conns and streams take no more
+}
+
+// begin counts one more WebSocket or subscription on wg, unless shutdown
+// has begun: once shutdown waits on wg nothing may add to it (a WaitGroup
+// whose Wait is returning must not be added to).
+func (s *sockets) begin(wg *sync.WaitGroup) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return false
+	}
+	wg.Add(1)
+	return true
 }
 
 func newSockets(cfg Subscriptions, meter metric.Meter) (*sockets, error) {
@@ -202,7 +216,12 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(s.h.limits.MaxBodyBytes + 4096) // a subscribe message's envelope around its payload
-	s.conns.Add(1)
+	if !s.begin(&s.conns) {
+		unpend()
+		s.refused.Add(ctx, 1, refusedShuttingDown)
+		ws.Close(websocket.StatusGoingAway, "the gateway is shutting down; connect to another replica")
+		return
+	}
 	defer s.conns.Done()
 	c := &connection{s: s, ws: ws, principal: principal, addr: addr, active: map[string]context.CancelFunc{}}
 	c.serve(ctx, unpend)
@@ -305,6 +324,9 @@ func (s *sockets) acquireSubscription(ctx context.Context, c *connection) (relea
 // shutdown ends every subscription (each gets its complete message), then
 // closes the WebSockets, waiting for them until ctx ends.
 func (s *sockets) shutdown(ctx context.Context, endWatches func()) {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
 	endWatches()
 	wait(ctx, &s.streams)
 	s.close()
