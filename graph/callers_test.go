@@ -56,14 +56,7 @@ func TestCallerBudgetsOnEveryPath(t *testing.T) {
 	query := `{ listItems(entityType: "` + g.entityType + `", entityId: "u1", feature: "f", limit: 10) { items { value } } }`
 
 	post := func(token string, ext map[string]any) *httptest.ResponseRecorder {
-		t.Helper()
-		body, _ := json.Marshal(map[string]any{"query": query, "extensions": ext})
-		req := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", strings.NewReader(string(body)))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+token)
-		w := httptest.NewRecorder()
-		g.h.ServeHTTP(w, req)
-		return w
+		return g.post(token, map[string]any{"query": query, "extensions": ext})
 	}
 	w := post("s", map[string]any{"cost": true})
 	var resp struct {
@@ -139,13 +132,7 @@ func TestCallerShareOfInFlight(t *testing.T) {
 	g.createFeature("f", "STRING", 3600)
 	query := `{ listItems(entityType: "` + g.entityType + `", entityId: "u1", feature: "f", limit: 10) { items { value } } }`
 	post := func(token string) *httptest.ResponseRecorder {
-		body, _ := json.Marshal(map[string]any{"query": query})
-		req := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", strings.NewReader(string(body)))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+token)
-		w := httptest.NewRecorder()
-		g.h.ServeHTTP(w, req)
-		return w
+		return g.post(token, map[string]any{"query": query})
 	}
 	var held sync.WaitGroup
 	for range 2 { // a's share: half of 4

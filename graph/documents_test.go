@@ -51,14 +51,7 @@ func TestTrustedDocumentsOnEveryPath(t *testing.T) {
 				c.Documents = docs
 			})
 			send := func(token string, body map[string]any) string {
-				t.Helper()
-				b, _ := json.Marshal(body)
-				req := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", strings.NewReader(string(b)))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "Bearer "+token)
-				w := httptest.NewRecorder()
-				g.h.ServeHTTP(w, req)
-				return w.Body.String()
+				return g.post(token, body).Body.String()
 			}
 			get := func(token, rawQuery string) string {
 				t.Helper()

@@ -111,6 +111,18 @@ func (g *gateway) do(query string, vars map[string]any) (map[string]any, []gqlEr
 	return resp.Data, resp.Errors
 }
 
+// post POSTs body as JSON with token, and returns the whole answer
+// (status, headers, body), for tests of what surrounds the data.
+func (g *gateway) post(token string, body map[string]any) *httptest.ResponseRecorder {
+	b, _ := json.Marshal(body)
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	w := httptest.NewRecorder()
+	g.h.ServeHTTP(w, req)
+	return w
+}
+
 // ok runs a request that must succeed and decodes its data into out.
 func (g *gateway) ok(query string, vars map[string]any, out any) {
 	g.t.Helper()
