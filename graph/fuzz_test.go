@@ -85,7 +85,11 @@ func FuzzRequest(f *testing.F) {
 		}
 		before := counted.n
 		w := serve(h)
-		if counted.n == before {
+		// An answer with data is marshaled, by the fast path or gqlgen's
+		// marshalers, and the two must agree. One refused before it ran
+		// ("data": null) is marshaled by neither, and its "Did you mean"
+		// names come in gqlparser's order, which varies between ties.
+		if counted.n == before && !bytes.HasSuffix(w.Body.Bytes(), []byte(`"data":null}`)) {
 			if stock := serve(gqlgenMarshaling(h)); !bytes.Equal(stock.Body.Bytes(), w.Body.Bytes()) {
 				t.Fatalf("fast path:\n%s\ngqlgen's marshalers:\n%s", w.Body.Bytes(), stock.Body.Bytes())
 			}
