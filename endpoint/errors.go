@@ -29,6 +29,7 @@ const (
 	CodeUnavailable     = "UNAVAILABLE"
 	CodeTimeout         = "TIMEOUT"
 	CodeTooSlow         = "TOO_SLOW"
+	CodePositionExpired = "POSITION_EXPIRED"
 	CodeThrottled       = "THROTTLED"
 	// As Apollo Router names them: an operation not in the trusted
 	// documents, and an id or hash not among them.
@@ -89,11 +90,17 @@ func errorPresenter(log *slog.Logger, onRefused func(context.Context, error)) gr
 		if op := operation.From(ctx); op != nil {
 			op.AddCode(code)
 		}
+		ext := map[string]any{"code": code}
+		var resume interface{ ResumePosition() string }
+		if errors.As(err, &resume) {
+			// Where a subscription that ended resumes: its after.
+			ext["position"] = resume.ResumePosition()
+		}
 		return &gqlerror.Error{
 			Message:    message,
 			Path:       gqlErr.Path,
 			Locations:  gqlErr.Locations,
-			Extensions: map[string]any{"code": code},
+			Extensions: ext,
 		}
 	}
 }
@@ -119,6 +126,8 @@ func classify(err error) string {
 		return CodeTimeout
 	case errors.Is(err, errkind.TooSlow):
 		return CodeTooSlow
+	case errors.Is(err, errkind.PositionExpired):
+		return CodePositionExpired
 	case errors.Is(err, errkind.Throttled):
 		return CodeThrottled
 	case errors.Is(err, errkind.Forbidden):

@@ -38,8 +38,12 @@ var (
 	// Forbidden: the caller may not do what it asked.
 	Forbidden = errors.New("forbidden")
 	// TooSlow: a subscription's client reads its items more slowly than
-	// they come; it subscribes again, with since, to go on.
+	// they come; it subscribes again, after the position it reached, to
+	// go on.
 	TooSlow = errors.New("too slow")
+	// PositionExpired: the change feed no longer holds every add after
+	// the position a subscription asked to resume from.
+	PositionExpired = errors.New("position expired")
 	// Throttled: the caller has spent its budget, or holds its share of
 	// the gateway; its message says when to retry.
 	Throttled = errors.New("throttled")

@@ -39,7 +39,7 @@ func (r *Resolver) stream(ctx context.Context, w *lists.Watch) <-chan model.List
 				return
 			}
 			select {
-			case out <- model.ItemOf(w.Feature, &it):
+			case out <- model.DeliveredItemOf(w.Feature, &it):
 			case <-w.Done():
 				// Ended while its client was not reading: the next call
 				// says why, and what it held is let go.

@@ -174,8 +174,8 @@ func (r *queryResolver) ListCount(ctx context.Context, entityType string, entity
 }
 
 // ListItemsAdded is the resolver for the listItemsAdded field.
-func (r *subscriptionResolver) ListItemsAdded(ctx context.Context, entityType string, entityID string, feature string, version *string, since *model.Time) (<-chan model.ListItem, error) {
-	w, err := r.lists.Watch(ctx, model.WatchQuery(entityType, entityID, feature, version, since))
+func (r *subscriptionResolver) ListItemsAdded(ctx context.Context, entityType string, entityID string, feature string, version *string, since *model.Time, after *string) (<-chan model.ListItem, error) {
+	w, err := r.lists.Watch(ctx, model.WatchQuery(entityType, entityID, feature, version, since, after))
 	if err != nil {
 		return nil, err
 	}

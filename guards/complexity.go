@@ -21,6 +21,7 @@ import (
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/operation"
 	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/watch"
 )
 
 // complexityLimit refuses an operation whose complexity passes max before
@@ -91,6 +92,8 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	if oc.Operation.Operation == ast.Subscription {
 		// A subscription holds no share of the in-flight budget for as
 		// long as it lasts: its own bounds are --max-subscriptions-per-*.
+		// Its catch-up is charged page by page, as the reads it is.
+		lists.SetCatchUpCharge(ctx, c.catchUpCharge(op))
 		return nil
 	}
 	caller, cost := op.Caller, op.Cost
@@ -107,6 +110,27 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	}
 	op.OnEnd(func() { c.inFlight.release(caller, cost) }) // once the response is written
 	return nil
+}
+
+// catchUpCharge prices the catch-up pages of a subscription as reads:
+// each item given what one item of its selection costs (the
+// subscription's cost without its root field), and the records of other
+// lists looked at to find them as keys. A page the caller's budget cannot
+// pay for ends the subscription THROTTLED.
+func (c *complexityLimit) catchUpCharge(op *operation.Operation) watch.Charge {
+	perItem := max(op.Cost-1, 1)
+	return func(ctx context.Context, items, looked int) error {
+		cost := int64(items)*perItem + int64((looked+keyRowsPerPoint-1)/keyRowsPerPoint)
+		if cost == 0 {
+			return nil
+		}
+		q := c.callers.Charge(ctx, op.Caller, op.Principal, cost)
+		if q.Throttled > 0 {
+			return fmt.Errorf("%w: this subscription's catch-up read %d items (%d points), and its caller has %d of its %d left, refilling at %d a second: retry in %d s (--caller-cost-rate, --caller-cost-burst, or the caller's own budget)",
+				errkind.Throttled, items, cost, q.Remaining, q.Limit, int64(q.Rate), q.RetrySeconds())
+		}
+		return nil
+	}
 }
 
 // measure gives an operation's complexity, and whether it reads one list

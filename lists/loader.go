@@ -16,6 +16,7 @@ import (
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/values"
+	"github.com/listgate/listgate/watch"
 )
 
 // LoaderConfig tunes the per-operation page loader.
@@ -109,6 +110,17 @@ type Reads struct {
 	loader *dataloader.Loader[readKey, readResult]
 	single atomic.Bool  // the operation makes at most one read
 	bytes  atomic.Int64 // of the list items the response shows, up to MaxResponseBytes
+	// catchUpCharge prices a subscription's catch-up pages, set before
+	// it runs (SetCatchUpCharge); nil: they are free.
+	catchUpCharge watch.Charge
+}
+
+// SetCatchUpCharge says how the catch-up pages of the subscription in ctx
+// are charged: to its caller's budget, by the guards that priced it.
+func SetCatchUpCharge(ctx context.Context, charge watch.Charge) {
+	if r := readsFrom(ctx); r != nil {
+		r.catchUpCharge = charge
+	}
 }
 
 type readsKey struct{}

@@ -161,11 +161,12 @@ func (s *Service) Contains(ctx context.Context, q ContainsQuery) (*Found, error)
 	return found, s.charge(ctx, f, shown)
 }
 
-// WatchQuery asks for the items added to a list, from now on or since a
-// time (ns).
+// WatchQuery asks for the items added to a list: from now on, after a
+// position a client received, or since a time (ns).
 type WatchQuery struct {
 	Ref
 	Since *int64
+	After *string
 }
 
 // Watch is a watch of a list: its items as they are added, of the feature
@@ -177,13 +178,25 @@ type Watch struct {
 	sub      *watch.Subscription
 }
 
-// Watch watches a list until ctx ends (see package watch).
+// Watch watches a list until ctx ends (see package watch). Its catch-up
+// is charged as the operation in ctx says (SetCatchUpCharge).
 func (s *Service) Watch(ctx context.Context, q WatchQuery) (*Watch, error) {
+	start := watch.Start{Since: q.Since}
+	if q.After != nil {
+		p, err := store.ParsePosition(*q.After)
+		if err != nil {
+			return nil, err
+		}
+		start.After = &p
+	}
+	if r := readsFrom(ctx); r != nil {
+		start.Charge = r.catchUpCharge
+	}
 	f, err := s.catalog.Feature(ctx, q.EntityType, q.Feature, q.Version)
 	if err != nil {
 		return nil, err
 	}
-	sub, err := s.hub.Subscribe(ctx, store.List{Feature: f, EntityID: q.EntityID}, q.Since)
+	sub, err := s.hub.Subscribe(ctx, store.List{Feature: f, EntityID: q.EntityID}, start)
 	if err != nil {
 		return nil, err
 	}
@@ -191,17 +204,17 @@ func (s *Service) Watch(ctx context.Context, q WatchQuery) (*Watch, error) {
 }
 
 // Next is the watch's next item, of the feature's value type (one that is
-// not is left out, as a page leaves it out). It returns ctx's error once
-// ctx ends, watch.ErrEnded once the gateway ended the watch as it shuts
-// down, or the error that ended it.
-func (w *Watch) Next(ctx context.Context) (store.Item, error) {
+// not is left out, as a page leaves it out), and its position. It returns
+// ctx's error once ctx ends, watch.ErrEnded once the gateway ended the
+// watch as it shuts down, or the error that ended it.
+func (w *Watch) Next(ctx context.Context) (watch.Delivery, error) {
 	for {
-		it, err := w.sub.Next(ctx)
+		d, err := w.sub.Next(ctx)
 		if err != nil {
-			return it, err
+			return d, err
 		}
-		if items := w.s.typed(ctx, w.Feature, w.entityID, []store.Item{it}); len(items) == 1 {
-			return it, nil
+		if items := w.s.typed(ctx, w.Feature, w.entityID, []store.Item{d.Item}); len(items) == 1 {
+			return d, nil
 		}
 	}
 }

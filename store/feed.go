@@ -1,19 +1,29 @@
 package store
 
 import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store/keys"
 )
 
 // The change feed. Every add a store acknowledges is also a record of the
-// store's change feed, written after its items: what the add wrote, to
-// which list, and when. Subscriptions to live lists follow the feed, not
-// the lists: an item is delivered because it was added, whatever its
-// timestamp, and a list nobody adds to costs nothing to watch. Writers that
-// bypass the store write no record, and their items are not delivered.
+// store's change feed: what the add wrote, to which list, at a position.
+// Subscriptions to live lists follow the feed, not the lists: an item is
+// delivered because it was added, whatever its timestamp, and a list
+// nobody adds to costs nothing to watch. Writers that bypass the store
+// write no record, and their items are not delivered.
+//
+// The feed is read by pulling: a reader asks for the records after a
+// position and gets them in the feed's order, up to the feed's settled
+// end, where no record can come before one already read. A store never
+// calls its reader back.
 
 // ListID names a list in the feed: a feature created again (CreatedAt, ns)
 // is another list.
@@ -29,32 +39,124 @@ func (l List) ID() ListID { return ListID{l.Feature.Key(), l.Feature.CreatedAt.U
 // Change is one record of the feed: the items one add wrote to one list,
 // oldest first.
 type Change struct {
-	ID    string    // unique per record
-	At    time.Time // when it was recorded, on the clock the feed orders records by
-	List  ListID
-	Items []Item
+	Record string    // the record's place in the feed (Position.Record)
+	At     time.Time // when it was recorded
+	List   ListID
+	Items  []Item
+}
+
+// Position is a place in the feed: just after the item Item of the record
+// Record, or, with Item AllItems, just after the whole record. A record is
+// named by its store in bytes that order as the feed does; a position of
+// another store, or of another feed of the same kind, is one the feed does
+// not hold.
+type Position struct {
+	Record string
+	Item   uint32
+}
+
+// AllItems is the Item of a position after a whole record.
+const AllItems = ^uint32(0)
+
+// After is the position just after the item i of c.
+func (c Change) After(i int) Position { return Position{c.Record, uint32(i)} }
+
+// Less reports whether p comes before q.
+func (p Position) Less(q Position) bool {
+	if p.Record != q.Record {
+		return p.Record < q.Record
+	}
+	return p.Item < q.Item
+}
+
+// Before reports whether the item i of the record rec comes after p: not
+// yet delivered to a reader at p.
+func (p Position) Before(rec string, i int) bool {
+	return p.Record < rec || (p.Record == rec && p.Item < uint32(i))
+}
+
+// Behind reports whether a reader at p has items of the record rec still
+// to read.
+func (p Position) Behind(rec string) bool {
+	return p.Record < rec || (p.Record == rec && p.Item != AllItems)
+}
+
+// String is the position as clients see it: opaque, URL-safe.
+func (p Position) String() string {
+	b := binary.BigEndian.AppendUint32([]byte(p.Record), p.Item)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// maxPositionLen bounds the text of a position a client sends.
+const maxPositionLen = 64
+
+// ParsePosition reads a position a client sent (Position.String); whether
+// the feed holds it is the store's to say (CheckPosition).
+func ParsePosition(s string) (Position, error) {
+	if len(s) > maxPositionLen {
+		return Position{}, fmt.Errorf("%w position: longer than %d characters; send the position of an item as it came", errkind.Invalid, maxPositionLen)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < 5 {
+		return Position{}, fmt.Errorf("%w position %q: not a position; send the position of an item as it came", errkind.Invalid, s)
+	}
+	return Position{Record: string(b[:len(b)-4]), Item: binary.BigEndian.Uint32(b[len(b)-4:])}, nil
+}
+
+// PositionExpired is the error for a position the feed no longer holds
+// every record after (or never did).
+func PositionExpired(why string) error {
+	return fmt.Errorf("%w: %s; read the list again, then subscribe without a position", errkind.PositionExpired, why)
 }
 
 // Follower reads a store's change feed.
 type Follower interface {
-	// FeedNow is the time on the clock the feed orders records by.
-	FeedNow() time.Time
-	// Follow has fn called with each record of a time at or after since
-	// (by FeedNow's clock) of a list wants says yes to, once, the records
-	// of one list in the order the feed keeps them (a record that becomes
-	// readable late comes late), until stop is called; stop returns once
-	// fn is called no more. A record wants said no to is asked about again
-	// while it may still be read. Neither may block.
-	Follow(since time.Time, wants func(ListID) bool, fn func(Change)) (stop func())
+	// FeedHead is the feed's settled end: a reader starting from it gets
+	// every record added after the call, and none before.
+	FeedHead(ctx context.Context) (Position, error)
+	// ReadFeed returns the records after `after`, up to the settled end,
+	// of the lists watched says yes to, in the feed's order: at least one
+	// record if any, and no more once their items pass about maxBytes. It
+	// returns the position to read from next, which may be past the last
+	// record returned (records of other lists, or none). watched runs on
+	// the caller's goroutine, and the store holds no lock while it does.
+	ReadFeed(ctx context.Context, after Position, watched func(ListID) bool, maxBytes int) ([]Change, Position, error)
+	// WaitFeed returns once the feed may hold records after `after` (at
+	// once if it does; on a store that cannot tell, after its poll
+	// interval), or ctx's error.
+	WaitFeed(ctx context.Context, after Position) error
+	// ListFeed returns the records of one list after `after`, up to and
+	// with upTo's record, in the feed's order, as ReadFeed does (maxBytes),
+	// the position reached, and how many records of other lists it looked
+	// at to find them (what it costs).
+	ListFeed(ctx context.Context, l List, after, upTo Position, maxBytes int) (changes []Change, reached Position, looked int, err error)
+	// CheckPosition returns nil when the feed holds every record after p,
+	// else PositionExpired (a position of another feed, older than the
+	// feed keeps, or ahead of it).
+	CheckPosition(ctx context.Context, p Position) error
 }
 
 // ChangeOf is the record of an add's writes, its items oldest first (in
 // key order), as they are delivered.
-func ChangeOf(id string, at time.Time, l List, writes []Write) Change {
-	c := Change{ID: id, At: at, List: l.ID(), Items: make([]Item, len(writes))}
+func ChangeOf(record string, at time.Time, l List, writes []Write) Change {
+	c := Change{Record: record, At: at, List: l.ID(), Items: make([]Item, len(writes))}
 	for i, w := range writes {
 		c.Items[i] = Item{Key: w.Key, Timestamp: keys.ItemTimestamp(w.Key), Value: w.Value}
 	}
 	slices.SortFunc(c.Items, func(a, b Item) int { return strings.Compare(a.Key, b.Key) })
 	return c
 }
+
+// ChangeBytes is what a record's items weigh in a reader's memory: the
+// bound of ReadFeed and ListFeed.
+func ChangeBytes(c Change) int {
+	n := 0
+	for _, it := range c.Items {
+		n += len(it.Key) + len(it.Value) + ItemOverhead
+	}
+	return n
+}
+
+// ItemOverhead is what an item held in memory weighs beyond its key and
+// value.
+const ItemOverhead = 64

@@ -5,16 +5,25 @@
 // gateway added it, and whether or not a cap or its TTL has removed it
 // from the list since; a list nobody adds to costs nothing to watch.
 //
-// Each watched list keeps the items added since its slowest subscription
-// read, once, in the order the feed records them (within one add, oldest
-// first); each subscription reads them at its own pace. One that falls
-// too far behind, for too long, is ended with ErrTooSlow, naming the since
-// to subscribe again with; the items kept are bounded per subscription,
-// per list and in all. A subscription with since first reads the list
-// itself from since on, then the items added from when it started: an
-// item added while it reads may come twice (its cursor tells).
+// Every item delivered carries its position in the feed. A subscription
+// starts after a position: the feed's head (from now on), or one a client
+// received (after it, every add once, in the feed's order); what the hub
+// read before it joined comes from the store (Follower.ListFeed), the rest
+// from the list's buffer. With since it first reads the list itself from
+// that time on.
 //
-// It knows nothing of GraphQL or of value types; it must never write.
+// Each watched list keeps the items its slowest subscription has not read,
+// once; each subscription reads them at its own pace. One that falls too
+// far behind, for too long, is ended with ErrTooSlow, naming the position
+// to resume from; the items kept are bounded per subscription, per list
+// and in all.
+//
+// Concurrency: one goroutine reads the feed (follow), one checks the
+// lists every Tick (tick); each subscription is read by its client's
+// goroutine (Next). Their shared state is guarded by Hub.mu, and nothing
+// is called under it but this package's own code: never the store, never
+// a callback (the store calls nothing back: it is pulled). It knows
+// nothing of GraphQL or of value types; it must never write.
 package watch
 
 import (
@@ -23,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -38,8 +48,8 @@ import (
 type Config struct {
 	Store    store.Store
 	MaxLists int // lists watched at once by this process
-	// MaxCatchUp bounds the items a subscription with since may be sent
-	// before its live items.
+	// MaxCatchUp bounds the items a subscription may be sent before its
+	// live items (by since, or from a position).
 	MaxCatchUp int
 	// CatchUpBytes bounds the bytes of the catch-up pages all
 	// subscriptions hold at once; CatchUpPage is the items of one page.
@@ -56,7 +66,7 @@ type Config struct {
 	ListBytes, TotalBytes int64
 	// Current says whether a watched list's feature is still the one
 	// subscribed to (nil: it is): one deleted or created again since ends
-	// its subscriptions with the error.
+	// its subscriptions with the error. It is called with no lock held.
 	Current func(store.List) error
 	// Check is run every Tick: what ends slow subscriptions and those of
 	// features deleted, when no add comes.
@@ -80,26 +90,39 @@ var (
 	ErrAtLimit = fmt.Errorf("%w: this gateway watches its limit", errkind.Refused)
 )
 
+// ErrEnded is what Next returns once the hub has closed.
+var ErrEnded = errors.New("the subscription has ended")
+
+// readBytes bounds the items one read of the feed gives.
+const readBytes = 4 << 20
+
 // Hub holds the watched lists and follows the feed for them.
 type Hub struct {
-	cfg     Config
-	catchUp *semaphore.Weighted
+	cfg      Config
+	catchUp  *semaphore.Weighted // bytes of the catch-up pages held
+	pageNeed int64               // the bytes a catch-up page may hold, at worst
+	stop     chan struct{}       // closed by Close
+	wake     chan struct{}       // a token when watching begins
+	workers  sync.WaitGroup      // follow and tick
 
-	mu       sync.Mutex
-	lists    map[store.ListID]*list
-	total    int64 // bytes of the items kept for every list
-	closed   bool
-	unfollow func()         // stops the follower; nil while none runs
-	stopping sync.WaitGroup // followers being stopped
+	// mu guards what follows, and each Subscription's fields marked as
+	// the hub's. Nothing is called under it but this package's own code.
+	mu     sync.Mutex
+	lists  map[store.ListID]*list
+	total  int64          // bytes of the items kept for every list
+	cursor store.Position // the feed is read into the lists up to here
+	run    uint64         // counts the times watching began: a read of an earlier run is dropped
+	closed bool
+
+	// Read by the metrics' callbacks, which take no lock of the hub's.
+	buffered atomic.Int64 // total, as last set
 
 	delivered, records metric.Int64Counter
 	ended              metric.Int64Counter
 	active, watched    metric.Int64UpDownCounter
-	stop               chan struct{}
-	ticking            chan struct{}
 }
 
-// New returns a hub.
+// New returns a hub, or an error naming the setting that cannot work.
 func New(cfg Config) (*Hub, error) {
 	d := Defaults
 	for _, f := range []struct{ v, d *int }{{&cfg.MaxLists, &d.MaxLists}, {&cfg.MaxCatchUp, &d.MaxCatchUp}, {&cfg.CatchUpPage, &d.CatchUpPage}} {
@@ -124,37 +147,62 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: cfg, catchUp: semaphore.NewWeighted(cfg.CatchUpBytes), lists: map[store.ListID]*list{},
-		stop: make(chan struct{}), ticking: make(chan struct{})}
-	var err error
-	m := cfg.Meter
-	if h.records, err = m.Int64Counter("listgate.change_feed.records", metric.WithDescription("Change records of the lists this process watches read from the feed: one per add, through any gateway.")); err != nil {
+	need := PageNeed(cfg.CatchUpPage, cfg.Store.Limits())
+	add := AddNeed(cfg.Store.Limits())
+	switch {
+	case cfg.CatchUpBytes < need:
+		return nil, fmt.Errorf("--catch-up-bytes %d: less than one catch-up page may hold (%d bytes: %d items of --max-value-bytes, or one add of --max-add-bytes); no catch-up could start", cfg.CatchUpBytes, need, cfg.CatchUpPage)
+	case cfg.ListBytes < add:
+		return nil, fmt.Errorf("--watched-list-bytes %d: less than one add may hold (%d bytes: --max-add-bytes, and %d bytes an item for --max-add-items); one add would end every subscription of its list", cfg.ListBytes, add, entryOverhead)
+	case cfg.TotalBytes < cfg.ListBytes:
+		return nil, fmt.Errorf("--subscription-memory %d: less than --watched-list-bytes %d", cfg.TotalBytes, cfg.ListBytes)
+	}
+	h := &Hub{cfg: cfg, catchUp: semaphore.NewWeighted(cfg.CatchUpBytes), pageNeed: need, lists: map[store.ListID]*list{},
+		stop: make(chan struct{}), wake: make(chan struct{}, 1)}
+	if err := h.instrument(cfg.Meter); err != nil {
 		return nil, err
 	}
-	if h.delivered, err = m.Int64Counter("listgate.subscription.items.delivered", metric.WithDescription("Items delivered to subscriptions, once per subscription.")); err != nil {
-		return nil, err
-	}
-	if h.ended, err = m.Int64Counter("listgate.subscriptions.ended", metric.WithDescription("Subscriptions the gateway ended, by reason: too_slow, not_found (feature deleted or created again), shutting_down.")); err != nil {
-		return nil, err
-	}
-	if h.active, err = m.Int64UpDownCounter("listgate.subscriptions.active", metric.WithDescription("Subscriptions open in this process.")); err != nil {
-		return nil, err
-	}
-	if h.watched, err = m.Int64UpDownCounter("listgate.subscription.lists.watched", metric.WithDescription("Lists this process watches for its subscriptions.")); err != nil {
-		return nil, err
-	}
-	if _, err = m.Int64ObservableGauge("listgate.subscription.buffer", metric.WithUnit("By"),
-		metric.WithDescription("Bytes of items kept for subscriptions that have not read them yet."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			o.Observe(h.total)
-			return nil
-		})); err != nil {
-		return nil, err
-	}
+	h.workers.Add(2)
+	go h.follow()
 	go h.tick()
 	return h, nil
+}
+
+// PageNeed is what one catch-up page may hold, at worst: page items of
+// the largest value, or one add of the largest size.
+func PageNeed(page int, l store.Limits) int64 {
+	return max(int64(page)*int64(l.MaxValueBytes+keys.ItemKeyLen+entryOverhead), AddNeed(l))
+}
+
+// AddNeed is what one add's items may weigh in a buffer, at worst.
+func AddNeed(l store.Limits) int64 {
+	return int64(l.MaxAddBytes) + int64(l.MaxAddItems)*entryOverhead
+}
+
+func (h *Hub) instrument(m metric.Meter) error {
+	var err error
+	if h.records, err = m.Int64Counter("listgate.change_feed.records", metric.WithDescription("Change records of the lists this process watches read from the feed: one per add, through any gateway.")); err != nil {
+		return err
+	}
+	if h.delivered, err = m.Int64Counter("listgate.subscription.items.delivered", metric.WithDescription("Items delivered to subscriptions, once per subscription.")); err != nil {
+		return err
+	}
+	if h.ended, err = m.Int64Counter("listgate.subscriptions.ended", metric.WithDescription("Subscriptions the gateway ended, by reason: too_slow, not_found (feature deleted or created again), shutting_down.")); err != nil {
+		return err
+	}
+	if h.active, err = m.Int64UpDownCounter("listgate.subscriptions.active", metric.WithDescription("Subscriptions open in this process.")); err != nil {
+		return err
+	}
+	if h.watched, err = m.Int64UpDownCounter("listgate.subscription.lists.watched", metric.WithDescription("Lists this process watches for its subscriptions.")); err != nil {
+		return err
+	}
+	_, err = m.Int64ObservableGauge("listgate.subscription.buffer", metric.WithUnit("By"),
+		metric.WithDescription("Bytes of items kept for subscriptions that have not read them yet."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(h.buffered.Load())
+			return nil
+		}))
+	return err
 }
 
 // Why a subscription was ended, as listgate_subscriptions_ended_total's
@@ -170,160 +218,268 @@ func reason(r string) metric.AddOption {
 }
 
 // list is a watched list: the items added since its slowest subscription
-// read, and its subscriptions.
+// read, and its subscriptions. Guarded by Hub.mu.
 type list struct {
-	key   store.ListID
-	l     store.List
-	base  uint64  // the sequence number of items[0]
-	items []entry // oldest first
-	bytes int64   // of items
-	subs  map[*Subscription]struct{}
-	// holding is how many of subs hold catch-up bytes.
-	holding int
-	// recent are the keys delivered in the last moments: an item whose
-	// add was recorded twice (a retry after a record that seemed to fail)
-	// is delivered once.
-	recent map[string]time.Time
+	key     store.ListID
+	l       store.List
+	base    uint64  // the sequence number of items[0]
+	items   []entry // oldest first
+	bytes   int64   // of items
+	cumBase int64   // bytes of the items dropped before items[0]
+	subs    map[*Subscription]struct{}
+	holding int // how many of subs hold catch-up bytes
 }
 
 // entry is an item kept for a list's subscriptions.
 type entry struct {
 	store.Item
-	at  time.Time // of its add's record
-	cum int64     // bytes of the list's items up to and with this one, since the first kept
+	at  store.Position // just after it
+	cum int64          // bytes of the list's items up to and with this one
 }
 
-func (l *list) end() uint64 { return l.base + uint64(len(l.items)) }
+// entryOverhead is what an item weighs in a buffer beyond its key and
+// value.
+const entryOverhead = store.ItemOverhead
 
-// cumAt is the bytes of items before sequence number seq.
-func (l *list) cumAt(seq uint64) int64 {
-	if seq <= l.base || len(l.items) == 0 {
-		if len(l.items) == 0 {
-			return 0
-		}
-		return l.items[0].cum - entryBytes(l.items[0].Item)
+func entryBytes(it store.Item) int64 { return int64(len(it.Key) + len(it.Value) + entryOverhead) }
+
+func (w *list) end() uint64 { return w.base + uint64(len(w.items)) }
+
+// cumBefore is the bytes of the list's items before sequence number seq.
+func (w *list) cumBefore(seq uint64) int64 {
+	if seq == w.base {
+		return w.cumBase
 	}
-	return l.items[seq-l.base-1].cum
+	return w.items[seq-w.base-1].cum
 }
 
-// behind is how many bytes of items a subscription has yet to read.
-func (l *list) behind(s *Subscription) int64 {
-	if len(l.items) == 0 {
-		return 0
-	}
-	return l.items[len(l.items)-1].cum - l.cumAt(s.next)
-}
-
-func entryBytes(it store.Item) int64 { return int64(len(it.Key) + len(it.Value) + 64) }
+// behind is how many bytes of items s has yet to read.
+func (w *list) behind(s *Subscription) int64 { return w.cumBefore(w.end()) - w.cumBefore(s.next) }
 
 // Subscription is one subscription to a list. Next gives its items.
 type Subscription struct {
 	hub    *Hub
 	list   *list
-	since  *int64
-	joined time.Time     // by the feed's clock: items of adds recorded before are not its own
-	next   uint64        // the next item to read
+	start  store.Position // it delivers what comes after
+	charge Charge
 	notify chan struct{} // a token when items may have come
 	done   chan struct{} // closed when the hub ends it
-	err    error         // why, set before done closes
-	over   time.Time     // when it fell more than SubscriptionBytes behind; zero if not
-	last   int64         // the timestamp of the last item it was given
-	gave   bool
 
-	caughtUp bool
-	catchUp  []store.Item // the page being sent
-	from     string       // where the next catch-up page starts
-	sent     int
-	held     int64     // catch-up bytes held
-	asked    time.Time // when Next was last called, while it holds catch-up bytes
+	// The hub's, under Hub.mu.
+	next   uint64         // the next entry of list.items to read
+	err    error          // why it ended, set before done closes
+	over   time.Time      // when it fell more than SubscriptionBytes behind; zero if not
+	held   int64          // catch-up bytes held
+	asked  time.Time      // when Next was last called, while it holds catch-up bytes
+	resume store.Position // after the last item it was given: where to resume
+
+	// Its reader's: of the goroutine that calls Next, never the hub's.
+	page     []Delivery     // of a catch-up, being given
+	since    string         // where the next page of the list starts; "" once read
+	from, to store.Position // the feed's records to read from the store, after from up to to's
+	sent     int            // items of catch-up pages
+}
+
+// Delivery is an item given to a subscription, and its position.
+type Delivery struct {
+	store.Item
+	Position store.Position
+}
+
+// Charge takes from the caller's budget the cost of a catch-up page read
+// for a subscription: items given, records of other lists looked at. An
+// error ends the subscription.
+type Charge func(ctx context.Context, items, looked int) error
+
+// Start is where a subscription starts, and what its catch-up costs.
+type Start struct {
+	Since  *int64          // ns: first the items of the list from then on
+	After  *store.Position // after a position a client received; nil: now
+	Charge Charge          // nil: catch-ups are free
 }
 
 // Subscribe watches a list until ctx ends: the items added from now on,
-// or, with since (ns), first those from since on already in the list.
-func (h *Hub) Subscribe(ctx context.Context, l store.List, since *int64) (*Subscription, error) {
+// or after a position; with since, first the list's own items from then
+// on.
+func (h *Hub) Subscribe(ctx context.Context, l store.List, start Start) (*Subscription, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Subscription{hub: h, since: since, notify: make(chan struct{}, 1), done: make(chan struct{}), caughtUp: since == nil}
-	if since != nil {
-		s.from = keys.TimestampPrefix(max(*since, 0))
+	if start.Since != nil && start.After != nil {
+		return nil, fmt.Errorf("%w after: not with since; subscribe after a position, or since a time", errkind.Invalid)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, ErrClosed
+	// The store is asked first, with no lock of the hub's held.
+	head, err := h.cfg.Store.FeedHead(ctx)
+	if err != nil {
+		return nil, err
 	}
-	key := l.ID()
-	w := h.lists[key]
-	if w == nil {
-		if len(h.lists) >= h.cfg.MaxLists {
-			return nil, fmt.Errorf("%w of %d lists (--max-watched-lists); retry, or on another replica", ErrAtLimit, h.cfg.MaxLists)
+	at := head
+	if start.After != nil {
+		if err := h.cfg.Store.CheckPosition(ctx, *start.After); err != nil {
+			return nil, err
 		}
-		w = &list{key: key, l: l, subs: map[*Subscription]struct{}{}, recent: map[string]time.Time{}}
-		h.lists[key] = w
-		h.watched.Add(ctx, 1)
+		at = *start.After
 	}
-	s.list, s.next, s.joined = w, w.end(), h.cfg.Store.FeedNow()
-	w.subs[s] = struct{}{}
-	h.active.Add(ctx, 1)
-	if h.unfollow == nil {
-		h.startFollowing(s.joined)
+	s := &Subscription{hub: h, start: at, resume: at, charge: start.Charge, notify: make(chan struct{}, 1), done: make(chan struct{})}
+	if start.Since != nil {
+		s.since = keys.TimestampPrefix(max(*start.Since, 0))
+	}
+	if err := h.join(ctx, s, l, head); err != nil {
+		return nil, err
 	}
 	context.AfterFunc(ctx, func() { h.leave(s) })
 	return s, nil
 }
 
-// startFollowing starts the follower; h.mu is held. dispatch takes h.mu:
-// the follower is stopped without it.
-func (h *Hub) startFollowing(since time.Time) {
-	h.unfollow = h.cfg.Store.Follow(since, h.wants, h.dispatch)
-}
-
-// wants says whether a list is watched.
-func (h *Hub) wants(l store.ListID) bool {
+// join adds s to its list's subscriptions, watching the list if none did,
+// and the feed from head if no list was watched. What the hub read before
+// s started comes from the store.
+func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head store.Position) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.lists[l] != nil
-}
-
-// dispatch takes a change from the feed: its items go to the list's
-// subscriptions, if the list is watched. It never blocks.
-func (h *Hub) dispatch(c store.Change) {
-	ctx := context.Background()
-	h.records.Add(ctx, 1)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	w := h.lists[c.List]
-	if w == nil {
-		return
+	if h.closed {
+		return ErrClosed
 	}
-	now := time.Now()
-	added := 0
-	for _, it := range c.Items {
-		if _, dup := w.recent[it.Key]; dup {
+	key := l.ID()
+	w := h.lists[key]
+	if w == nil {
+		if len(h.lists) >= h.cfg.MaxLists {
+			return fmt.Errorf("%w of %d lists (--max-watched-lists); retry, or on another replica", ErrAtLimit, h.cfg.MaxLists)
+		}
+		if len(h.lists) == 0 {
+			h.run++
+			h.cursor = head
+			select {
+			case h.wake <- struct{}{}:
+			default:
+			}
+		}
+		w = &list{key: key, l: l, subs: map[*Subscription]struct{}{}}
+		h.lists[key] = w
+		h.watched.Add(ctx, 1)
+	}
+	if s.start.Less(h.cursor) {
+		s.from, s.to = s.start, h.cursor
+	}
+	s.list, s.next = w, w.end()
+	w.subs[s] = struct{}{}
+	h.active.Add(ctx, 1)
+	return nil
+}
+
+// isWatched says whether a list is watched: what the store asks as it
+// reads the feed, with no lock of its own held.
+func (h *Hub) isWatched(id store.ListID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lists[id] != nil
+}
+
+// follow reads the feed into the watched lists while any is watched, from
+// New until Close.
+func (h *Hub) follow() {
+	defer h.workers.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-h.stop
+		cancel()
+	}()
+	failing := time.Time{}
+	for {
+		h.mu.Lock()
+		at, run, watching := h.cursor, h.run, len(h.lists) > 0
+		h.mu.Unlock()
+		if !watching {
+			select {
+			case <-h.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		changes, reached, err := h.cfg.Store.ReadFeed(ctx, at, h.isWatched, readBytes)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if time.Since(failing) > time.Minute {
+				failing = time.Now()
+				h.cfg.Log.Warn("reading the change feed failed; retrying (logged once a minute)", "err", err)
+			}
+			if !sleep(ctx, h.cfg.Tick) {
+				return
+			}
 			continue
 		}
-		w.recent[it.Key] = now
-		e := entry{Item: it, at: c.At, cum: w.cumAt(w.end()) + entryBytes(it)}
-		w.items = append(w.items, e)
-		w.bytes += entryBytes(it)
-		h.total += entryBytes(it)
-		added++
-	}
-	if added == 0 {
-		return
-	}
-	for s := range w.subs {
-		select {
-		case s.notify <- struct{}{}:
-		default:
+		h.take(run, changes, reached)
+		h.records.Add(ctx, int64(len(changes)))
+		if n := len(changes); n > 0 && reached.Record == changes[n-1].Record {
+			continue // stopped at its bound: more to read
+		}
+		if err := h.cfg.Store.WaitFeed(ctx, reached); err != nil && ctx.Err() != nil {
+			return
 		}
 	}
-	h.enforce(w, now)
 }
 
-// enforce ends the subscriptions of w too far behind, and, past the
-// list's or every list's bound, those furthest behind; h.mu is held.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// take puts the records read into their lists, unless the hub stopped
+// watching since the read began, and enforces the bounds.
+func (h *Hub) take(run uint64, changes []store.Change, reached store.Position) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if run != h.run {
+		return
+	}
+	h.cursor = reached
+	now := time.Now()
+	touched := map[*list]struct{}{}
+	for _, c := range changes {
+		w := h.lists[c.List]
+		if w == nil {
+			continue
+		}
+		for i, it := range c.Items {
+			h.push(w, entry{Item: it, at: c.After(i)})
+		}
+		touched[w] = struct{}{}
+	}
+	for w := range touched {
+		for s := range w.subs {
+			select {
+			case s.notify <- struct{}{}:
+			default:
+			}
+		}
+		h.enforce(w, now)
+	}
+	h.enforceTotal()
+	h.buffered.Store(h.total)
+}
+
+// push appends an item to a list's buffer.
+func (h *Hub) push(w *list, e entry) {
+	b := entryBytes(e.Item)
+	e.cum = w.cumBefore(w.end()) + b
+	w.items = append(w.items, e)
+	w.bytes += b
+	h.total += b
+}
+
+// enforce ends the subscriptions of w too far behind for too long, and,
+// past the list's bound, those furthest behind; then drops what every
+// subscription has read.
 func (h *Hub) enforce(w *list, now time.Time) {
 	for s := range w.subs {
 		if s.held > 0 && now.Sub(s.asked) > h.cfg.SlowAfter {
@@ -340,83 +496,118 @@ func (h *Hub) enforce(w *list, now time.Time) {
 			s.over = time.Time{}
 		}
 	}
-	for w.bytes > h.cfg.ListBytes || h.total > h.cfg.TotalBytes {
-		var slowest *Subscription
-		for s := range w.subs {
-			if slowest == nil || s.next < slowest.next {
-				slowest = s
-			}
-		}
-		if slowest == nil {
-			break
-		}
-		h.end(slowest, slowest.tooSlow(), endedTooSlow)
+	for w.bytes > h.cfg.ListBytes && len(w.subs) > 0 {
+		h.end(furthestBehind(w), nil, endedTooSlow)
 	}
-	h.trim(w)
+	if len(w.subs) > 0 {
+		h.trim(w)
+	}
 }
 
-// trim drops the items every subscription of w has read; h.mu is held.
+// enforceTotal ends, while the items kept for every list pass TotalBytes,
+// the subscription furthest behind of any list.
+func (h *Hub) enforceTotal() {
+	for h.total > h.cfg.TotalBytes {
+		var worst *Subscription
+		var most int64
+		for _, w := range h.lists {
+			if len(w.items) == 0 {
+				continue
+			}
+			if s := furthestBehind(w); s != nil && w.behind(s) > most {
+				worst, most = s, w.behind(s)
+			}
+		}
+		if worst == nil {
+			return
+		}
+		h.end(worst, nil, endedTooSlow)
+	}
+}
+
+// furthestBehind is the subscription of w with the most items to read.
+func furthestBehind(w *list) *Subscription {
+	var slowest *Subscription
+	for s := range w.subs {
+		if slowest == nil || s.next < slowest.next {
+			slowest = s
+		}
+	}
+	return slowest
+}
+
+// trim drops the items every subscription of w has read.
 func (h *Hub) trim(w *list) {
 	low := w.end()
 	for s := range w.subs {
 		low = min(low, s.next)
 	}
-	if n := int(low - w.base); n > 0 {
-		var freed int64
-		for _, e := range w.items[:n] {
-			freed += entryBytes(e.Item)
-		}
-		w.items = append(w.items[:0:0], w.items[n:]...)
-		w.base = low
-		w.bytes -= freed
-		h.total -= freed
-	}
-}
-
-// tooSlow is the error that ends s for falling behind.
-func (s *Subscription) tooSlow() error {
-	if !s.gave {
-		return fmt.Errorf("%w; subscribe again", ErrTooSlow)
-	}
-	return fmt.Errorf("%w; subscribe again with since: %q, the timestamp of the last item received (it comes again: tell it by its cursor)",
-		ErrTooSlow, time.Unix(0, s.last).UTC().Format(time.RFC3339Nano))
-}
-
-// end ends a subscription with err (nil: it completes); h.mu is held.
-func (h *Hub) end(s *Subscription, err error, why metric.AddOption) {
-	if _, ok := s.list.subs[s]; !ok {
+	n := int(low - w.base)
+	if n == 0 {
 		return
 	}
-	if why != nil {
-		h.ended.Add(context.Background(), 1, why)
-	}
-	s.err = err
-	close(s.done)
-	h.setHeld(s, 0)
-	h.drop(s)
+	freed := w.items[n-1].cum - w.cumBase
+	w.cumBase = w.items[n-1].cum
+	w.items = append(w.items[:0:0], w.items[n:]...)
+	w.base = low
+	w.bytes -= freed
+	h.total -= freed
 }
 
-// drop removes s from its list, and the list once it has no subscription
-// left; h.mu is held.
-func (h *Hub) drop(s *Subscription) {
+// unwatch forgets a list that has no subscription left, and its items.
+func (h *Hub) unwatch(w *list) {
+	h.total -= w.bytes
+	w.items, w.bytes = nil, 0
+	delete(h.lists, w.key)
+	h.watched.Add(context.Background(), -1)
+}
+
+// tooSlow is the error that ends s for falling behind: it names where to
+// resume.
+func (s *Subscription) tooSlow() error {
+	return &EndError{Err: ErrTooSlow, Position: s.resume}
+}
+
+// EndError is an error that ends a subscription, with the position to
+// resume from: after the last item it delivered.
+type EndError struct {
+	Err      error
+	Position store.Position
+}
+
+func (e *EndError) Error() string {
+	return fmt.Sprintf("%v; subscribe again with after: %q, the position of the last item received (or of where it began), to get every item added since", e.Err, e.Position.String())
+}
+
+func (e *EndError) Unwrap() error { return e.Err }
+
+// ResumePosition is where to resume, as clients see it.
+func (e *EndError) ResumePosition() string { return e.Position.String() }
+
+// end ends a subscription with err (nil: too slow, as it stands; ErrEnded
+// when the hub closes); h.mu is held.
+func (h *Hub) end(s *Subscription, err error, why metric.AddOption) {
 	w := s.list
 	if _, ok := w.subs[s]; !ok {
 		return
 	}
+	if err == nil && why == endedTooSlow {
+		err = s.tooSlow()
+	}
+	if why != nil {
+		h.ended.Add(context.Background(), 1, why)
+	}
 	delete(w.subs, s)
+	h.setHeld(s, 0)
+	s.err = err
+	close(s.done)
 	h.active.Add(context.Background(), -1)
 	if len(w.subs) == 0 {
-		h.total -= w.bytes
-		delete(h.lists, w.key)
-		h.watched.Add(context.Background(), -1)
-		if len(h.lists) == 0 && h.unfollow != nil {
-			// Stopped once h.mu is free: dispatch waits for it.
-			h.stopping.Go(h.unfollow)
-			h.unfollow = nil
-		}
-		return
+		h.unwatch(w)
+	} else {
+		h.trim(w)
 	}
-	h.trim(w)
+	h.buffered.Store(h.total)
 }
 
 // leave is a subscription's end by its context.
@@ -429,7 +620,7 @@ func (h *Hub) leave(s *Subscription) {
 // tick checks, every Tick, what no add would: subscriptions behind for too
 // long, and lists of features deleted or created again since.
 func (h *Hub) tick() {
-	defer close(h.ticking)
+	defer h.workers.Done()
 	t := time.NewTicker(h.cfg.Tick)
 	defer t.Stop()
 	for {
@@ -446,71 +637,79 @@ func (h *Hub) tick() {
 		h.mu.Unlock()
 		now := time.Now()
 		for _, w := range lists {
-			err := h.cfg.Current(w.l)
+			err := h.cfg.Current(w.l) // no lock held
 			h.mu.Lock()
 			if err != nil {
 				for s := range w.subs {
 					h.end(s, err, endedNotFound)
 				}
-			} else if len(w.items) > 0 || w.holding > 0 || len(w.recent) > 0 {
-				// An idle list costs nothing here.
-				h.enforce(w, now)
-				for k, at := range w.recent {
-					if now.Sub(at) > time.Minute {
-						delete(w.recent, k)
-					}
-				}
+			} else if len(w.items) > 0 || w.holding > 0 {
+				h.enforce(w, now) // an idle list costs nothing here
 			}
+			h.buffered.Store(h.total)
 			h.mu.Unlock()
 		}
 	}
 }
 
 // Next returns the subscription's next item: of the list from since on
-// first, then of the adds from when it started. It blocks until one
-// comes or ctx ends (ctx.Err()); once the hub has ended the subscription
-// it returns why, at once, or ErrEnded when the hub closed.
-func (s *Subscription) Next(ctx context.Context) (store.Item, error) {
-	if !s.caughtUp {
-		it, ok, err := s.nextCaughtUp(ctx)
+// first, then of the feed after its start. It blocks until one comes or
+// ctx ends (ctx.Err()); once the hub has ended the subscription it
+// returns why, at once, or ErrEnded when the hub closed.
+func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
+	for len(s.page) > 0 || s.since != "" || s.from.Less(s.to) {
+		d, ok, err := s.nextCatchUp(ctx)
 		if err != nil || ok {
-			return it, err
+			return d, err
 		}
 	}
+	return s.nextLive(ctx)
+}
+
+// nextLive gives the next item of the list's buffer after the start.
+func (s *Subscription) nextLive(ctx context.Context) (Delivery, error) {
 	h := s.hub
 	for {
 		h.mu.Lock()
-		select {
-		case <-s.done:
+		if err := s.ended(); err != nil {
 			h.mu.Unlock()
-			if s.err == nil {
-				return store.Item{}, ErrEnded
-			}
-			return store.Item{}, s.err
-		default:
+			return Delivery{}, err
 		}
 		w := s.list
 		for s.next < w.end() {
 			e := w.items[s.next-w.base]
 			s.next++
-			if e.at.Before(s.joined) {
-				continue // added before it started
+			if !s.start.Before(e.at.Record, int(e.at.Item)) {
+				continue // read before it started
 			}
-			s.last, s.gave = e.Timestamp, true
+			s.resume = e.at
 			if s.next == w.end() {
 				s.over = time.Time{}
 			}
 			h.mu.Unlock()
 			h.delivered.Add(ctx, 1)
-			return e.Item, nil
+			return Delivery{Item: e.Item, Position: e.at}, nil
 		}
 		h.mu.Unlock()
 		select {
 		case <-s.notify:
 		case <-s.done:
 		case <-ctx.Done():
-			return store.Item{}, ctx.Err()
+			return Delivery{}, ctx.Err()
 		}
+	}
+}
+
+// ended is why the hub ended s, or nil; h.mu is held.
+func (s *Subscription) ended() error {
+	select {
+	case <-s.done:
+		if s.err == nil {
+			return ErrEnded
+		}
+		return s.err
+	default:
+		return nil
 	}
 }
 
@@ -518,81 +717,143 @@ func (s *Subscription) Next(ctx context.Context) (store.Item, error) {
 // why.
 func (s *Subscription) Done() <-chan struct{} { return s.done }
 
-// ErrEnded is what Next returns once the hub has closed.
-var ErrEnded = errors.New("the subscription has ended")
-
-// nextCaughtUp gives the next item of the catch-up, ok false once it is
-// over. It holds one page at a time, within the hub's catch-up bytes.
-func (s *Subscription) nextCaughtUp(ctx context.Context) (store.Item, bool, error) {
+// nextCatchUp gives the next item of the catch-up, ok false when the page
+// is done and another may be read. It holds one page at a time, within
+// the hub's catch-up bytes.
+func (s *Subscription) nextCatchUp(ctx context.Context) (Delivery, bool, error) {
 	h := s.hub
 	h.mu.Lock()
-	s.asked = time.Now()
-	h.mu.Unlock()
-	for {
-		select {
-		case <-s.done:
-			s.catchUp = nil                 // let go of the page at once
-			return store.Item{}, false, nil // Next says why
-		default:
-		}
-		if len(s.catchUp) > 0 {
-			it := s.catchUp[0]
-			s.catchUp = s.catchUp[1:]
-			s.last, s.gave = it.Timestamp, true
-			return it, true, nil
-		}
-		s.releaseCatchUp()
-		if s.from == "" {
-			s.caughtUp = true
-			return store.Item{}, false, nil
-		}
-		// A page's worst case, held until it is sent.
-		need := int64(h.cfg.CatchUpPage) * int64(h.cfg.Store.Limits().MaxValueBytes+keys.ItemKeyLen+64)
-		if err := h.catchUp.Acquire(ctx, need); err != nil {
-			return store.Item{}, false, err
-		}
-		h.mu.Lock()
-		select {
-		case <-s.done: // ended while it waited: end released what it held
-			h.mu.Unlock()
-			h.catchUp.Release(need)
-			return store.Item{}, false, nil
-		default:
-		}
-		h.setHeld(s, need)
-		s.asked = time.Now()
-		h.mu.Unlock()
-		items, err := h.cfg.Store.Since(ctx, s.list.l, s.from, h.cfg.CatchUpPage+1)
-		if err != nil {
-			return store.Item{}, false, err
-		}
-		// Only what the page holds stays held.
-		var bytes int64
-		for _, it := range items {
-			bytes += entryBytes(it)
-		}
-		h.mu.Lock()
-		if bytes < s.held {
-			h.setHeld(s, bytes)
+	err := s.ended()
+	if err == nil && len(s.page) > 0 {
+		d := s.page[0]
+		s.page = s.page[1:]
+		s.resume, s.asked = d.Position, time.Now()
+		if len(s.page) == 0 {
+			h.setHeld(s, 0) // the page is given
 		}
 		h.mu.Unlock()
-		s.from = ""
-		if len(items) > h.cfg.CatchUpPage {
-			s.from = items[h.cfg.CatchUpPage].Key
-			items = items[:h.cfg.CatchUpPage]
-		}
-		if s.sent += len(items); s.sent > h.cfg.MaxCatchUp {
-			return store.Item{}, false, fmt.Errorf("%w since: more than %d items to send before the new ones (--max-count); subscribe with a later since", errkind.Invalid, h.cfg.MaxCatchUp)
-		}
-		s.catchUp = items
+		h.delivered.Add(ctx, 1)
+		return d, true, nil
 	}
+	h.mu.Unlock()
+	if err != nil {
+		s.page = nil // let go of it at once: ending gave back its bytes
+		return Delivery{}, false, err
+	}
+	if s.since != "" {
+		return Delivery{}, false, s.readSince(ctx)
+	}
+	return Delivery{}, false, s.readFeed(ctx)
 }
 
-// releaseCatchUp gives back the catch-up bytes held.
-func (s *Subscription) releaseCatchUp() {
-	s.hub.mu.Lock()
-	s.hub.setHeld(s, 0)
-	s.hub.mu.Unlock()
+// hold takes a page's worst case of catch-up bytes, waiting for room.
+func (s *Subscription) hold(ctx context.Context) error {
+	h := s.hub
+	if err := h.catchUp.Acquire(ctx, h.pageNeed); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := s.ended(); err != nil { // ended while it waited
+		h.catchUp.Release(h.pageNeed)
+		return err
+	}
+	h.setHeld(s, h.pageNeed)
+	s.asked = time.Now()
+	return nil
+}
+
+// keep sets the bytes held to what the page holds, and the page.
+func (s *Subscription) keep(page []Delivery) {
+	var bytes int64
+	for _, d := range page {
+		bytes += entryBytes(d.Item)
+	}
+	h := s.hub
+	h.mu.Lock()
+	if bytes < s.held || len(page) == 0 {
+		h.setHeld(s, bytes)
+	}
+	h.mu.Unlock()
+	s.page = page
+}
+
+// readSince reads the next page of the list from since on: items of the
+// list itself, at the subscription's start.
+func (s *Subscription) readSince(ctx context.Context) error {
+	h := s.hub
+	if err := s.hold(ctx); err != nil {
+		return err
+	}
+	items, err := h.cfg.Store.Since(ctx, s.list.l, s.since, h.cfg.CatchUpPage+1)
+	if err != nil {
+		return err
+	}
+	s.since = ""
+	if len(items) > h.cfg.CatchUpPage {
+		s.since = items[h.cfg.CatchUpPage].Key
+		items = items[:h.cfg.CatchUpPage]
+	}
+	if s.sent += len(items); s.sent > h.cfg.MaxCatchUp {
+		return fmt.Errorf("%w since: more than %d items to send before the new ones (--max-count); subscribe with a later since", errkind.Invalid, h.cfg.MaxCatchUp)
+	}
+	if err := s.pay(ctx, len(items), 0); err != nil {
+		return err
+	}
+	page := make([]Delivery, len(items))
+	for i, it := range items {
+		page[i] = Delivery{Item: it, Position: s.start}
+	}
+	s.keep(page)
+	return nil
+}
+
+// readFeed reads the next page of the list's records the hub had read
+// before the subscription started, after its start.
+func (s *Subscription) readFeed(ctx context.Context) error {
+	h := s.hub
+	if err := s.hold(ctx); err != nil {
+		return err
+	}
+	changes, reached, looked, err := h.cfg.Store.ListFeed(ctx, s.list.l, s.from, s.to, int(h.pageNeed))
+	if err != nil {
+		return err
+	}
+	var page []Delivery
+	for _, c := range changes {
+		for i, it := range c.Items {
+			if s.start.Before(c.Record, i) {
+				page = append(page, Delivery{Item: it, Position: c.After(i)})
+			}
+		}
+	}
+	if !s.from.Less(reached) {
+		reached = s.to // nothing more below to
+	}
+	s.from = reached
+	if s.sent += len(page); s.sent > h.cfg.MaxCatchUp {
+		return store.PositionExpired(fmt.Sprintf("more than %d items were added after this position (--max-count)", h.cfg.MaxCatchUp))
+	}
+	if err := s.pay(ctx, len(page), looked); err != nil {
+		return err
+	}
+	s.keep(page)
+	return nil
+}
+
+// pay charges a page read to the caller's budget.
+func (s *Subscription) pay(ctx context.Context, items, looked int) error {
+	if s.charge == nil {
+		return nil
+	}
+	if err := s.charge(ctx, items, looked); err != nil {
+		h := s.hub
+		h.mu.Lock()
+		at := s.resume
+		h.mu.Unlock()
+		return &EndError{Err: err, Position: at}
+	}
+	return nil
 }
 
 // setHeld sets the catch-up bytes s holds, giving back any it no longer
@@ -624,13 +885,11 @@ func (h *Hub) Close() {
 			h.end(s, nil, endedClosing)
 		}
 	}
-	unfollow := h.unfollow
-	h.unfollow = nil
 	h.mu.Unlock()
-	if unfollow != nil {
-		unfollow()
-	}
 	close(h.stop)
-	<-h.ticking
-	h.stopping.Wait()
+	h.workers.Wait()
 }
+
+// Buffered is the bytes of items kept for subscriptions, as the metric
+// shows it: zero once every subscription has ended.
+func (h *Hub) Buffered() int64 { return h.buffered.Load() }

@@ -17,7 +17,6 @@ import (
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
 	"github.com/listgate/listgate/store/embedded"
-	"github.com/listgate/listgate/store/keys"
 	"github.com/listgate/listgate/watch"
 )
 
@@ -95,12 +94,21 @@ func (e *env) add(l store.List, ts time.Time, values ...string) {
 
 func (e *env) subscribe(ctx context.Context, l store.List, since *time.Time) *watch.Subscription {
 	e.t.Helper()
-	var s *int64
+	var start watch.Start
 	if since != nil {
 		ns := since.UnixNano()
-		s = &ns
+		start.Since = &ns
 	}
-	sub, err := e.hub.Subscribe(ctx, l, s)
+	sub, err := e.hub.Subscribe(ctx, l, start)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sub
+}
+
+func (e *env) subscribeAfter(ctx context.Context, l store.List, after store.Position) *watch.Subscription {
+	e.t.Helper()
+	sub, err := e.hub.Subscribe(ctx, l, watch.Start{After: &after})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -110,17 +118,25 @@ func (e *env) subscribe(ctx context.Context, l store.List, since *time.Time) *wa
 // receive reads n items, failing past wait.
 func receive(t *testing.T, sub *watch.Subscription, n int, wait time.Duration) []string {
 	t.Helper()
+	got, _ := receivePositions(t, sub, n, wait)
+	return got
+}
+
+// receivePositions reads n items and their positions, failing past wait.
+func receivePositions(t *testing.T, sub *watch.Subscription, n int, wait time.Duration) ([]string, []store.Position) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	got := make([]string, 0, n)
+	var at []store.Position
 	for len(got) < n {
-		it, err := sub.Next(ctx)
+		d, err := sub.Next(ctx)
 		if err != nil {
 			t.Fatalf("after %d items (%q): %v", len(got), got, err)
 		}
-		got = append(got, string(it.Value))
+		got, at = append(got, string(d.Value)), append(at, d.Position)
 	}
-	return got
+	return got, at
 }
 
 func last(s []string) string {
@@ -300,9 +316,18 @@ func TestSlowSubscriberIsEnded(t *testing.T) {
 			if err == nil {
 				continue // what it had not read before it was ended
 			}
-			if !errors.Is(err, errkind.TooSlow) || !strings.Contains(err.Error(), "since:") {
+			var end *watch.EndError
+			if !errors.Is(err, errkind.TooSlow) || !errors.As(err, &end) || !strings.Contains(err.Error(), "after:") {
 				t.Fatalf("the slow subscription ended with %v", err)
 			}
+			// It resumes after the last item it got, and gets the rest.
+			resumed := e.subscribeAfter(context.Background(), e.list, end.Position)
+			for _, v := range receive(t, resumed, 200, 20*time.Second) {
+				if v == "first" {
+					t.Fatal("resumed with the item it had received")
+				}
+			}
+			e.quiet(resumed)
 			break
 		}
 	})
@@ -333,7 +358,7 @@ func TestUnreadCatchUpIsEnded(t *testing.T) {
 	eachBackend(t, func(c *watch.Config) {
 		c.CatchUpPage = 100
 		// One page at its largest: while one is held, another waits.
-		c.CatchUpBytes = 100 * int64(c.Store.Limits().MaxValueBytes+keys.ItemKeyLen+64)
+		c.CatchUpBytes = watch.PageNeed(c.CatchUpPage, c.Store.Limits())
 		c.SlowAfter = 200 * time.Millisecond
 	}, func(t *testing.T, e *env) {
 		now := time.Now()
@@ -411,7 +436,7 @@ func TestJoinsLeavesAndClose(t *testing.T) {
 				default:
 				}
 				ctx, cancel := context.WithCancel(context.Background())
-				sub, err := e.hub.Subscribe(ctx, e.list, nil)
+				sub, err := e.hub.Subscribe(ctx, e.list, watch.Start{})
 				if err != nil {
 					cancel()
 					if !errors.Is(err, watch.ErrClosed) {

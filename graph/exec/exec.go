@@ -71,7 +71,7 @@ type QueryResolver interface {
 	ListCount(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time) (int32, error)
 }
 type SubscriptionResolver interface {
-	ListItemsAdded(ctx context.Context, entityType string, entityID string, feature string, version *string, since *model.Time) (<-chan model.ListItem, error)
+	ListItemsAdded(ctx context.Context, entityType string, entityID string, feature string, version *string, since *model.Time, after *string) (<-chan model.ListItem, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -257,6 +257,12 @@ type ListItem {
   expiresAt: Time!
   "Pass as ` + "`" + `after` + "`" + ` to read the items older than this one."
   cursor: String!
+  """
+  In a subscription, the item's place in the change feed, the same through
+  every gateway: pass it as listItemsAdded's ` + "`" + `after` + "`" + ` to resume after this item.
+  Null in queries.
+  """
+  position: String
 }
 
 "A page of a list, newest first."
@@ -447,20 +453,31 @@ the graphql-ws library; authenticate in connection_init's payload with
 """
 type Subscription {
   """
-  Items added to one list from now on (or since ` + "`" + `since` + "`" + `, inclusive), as they
-  are added: each item added after the subscription starts once, through
-  whichever gateway, whatever its timestamp, even if a cap or TTL has
-  removed it from the list since. Adds come in the order the change feed
-  records them; within one add, oldest first. With since, the items from
-  since on already in the list come first, oldest first (an item added
-  while they are read may come again: tell it by its cursor); subscribing
-  again with the timestamp of the last item received misses nothing. A
-  client that falls behind by --subscription-buffer-bytes for
-  --subscription-slow-timeout is ended with TOO_SLOW, naming the since to
-  subscribe again with; a deleted or re-created feature ends it with
-  NOT_FOUND.
+  The items added to one list, as they are added, each with its position in
+  the change feed: every item added after the subscription starts, once,
+  through whichever gateway, whatever its timestamp, even if a cap or TTL
+  has removed it from the list since. Adds come in the order of the change
+  feed, the same for every gateway; within one add, oldest first.
+
+  With ` + "`" + `after` + "`" + ` (the position of an item received), every item added after
+  that one, once, in the feed's order, then the new ones: how a client that
+  lost its connection resumes without a gap. A position the feed no longer
+  holds ends the subscription at once with POSITION_EXPIRED: read the list
+  again, then subscribe without it.
+
+  With ` + "`" + `since` + "`" + `, first the items already in the list from that time on
+  (inclusive), oldest first, each with the subscription's starting position,
+  then the items added after it starts; an item added while they are read
+  may come twice (tell it by its cursor). ` + "`" + `since` + "`" + ` selects by item timestamp:
+  it misses an item added while the client was away with a timestamp before
+  ` + "`" + `since` + "`" + `. ` + "`" + `after` + "`" + ` and ` + "`" + `since` + "`" + ` exclude each other.
+
+  A client that falls behind by --subscription-buffer-bytes for
+  --subscription-slow-timeout is ended with TOO_SLOW, whose
+  extensions.position is where to resume; a deleted or re-created feature
+  ends it with NOT_FOUND.
   """
-  listItemsAdded(entityType: String!, entityId: ID!, feature: String!, version: String = "", since: Time): ListItem! @scope(requires: "lists:read")
+  listItemsAdded(entityType: String!, entityId: ID!, feature: String!, version: String = "", since: Time, after: String): ListItem! @scope(requires: "lists:read")
 }
 `, BuiltIn: false},
 }
@@ -532,6 +549,8 @@ func (ec *executionContext) childFields_ListItem(ctx context.Context, field grap
 		return ec.fieldContext_ListItem_expiresAt(ctx, field)
 	case "cursor":
 		return ec.fieldContext_ListItem_cursor(ctx, field)
+	case "position":
+		return ec.fieldContext_ListItem_position(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ListItem", field.Name)
 }
@@ -1333,6 +1352,14 @@ func (ec *executionContext) field_Subscription_listItemsAdded_args(ctx context.C
 		return nil, err
 	}
 	args["since"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg5
 	return args, nil
 }
 
@@ -1939,6 +1966,29 @@ func (ec *executionContext) _ListItem_cursor(ctx context.Context, field graphql.
 	)
 }
 func (ec *executionContext) fieldContext_ListItem_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ListItem", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _ListItem_position(ctx context.Context, field graphql.CollectedField, obj *model.ListItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ListItem_position(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Position, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ListItem_position(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ListItem", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -2789,7 +2839,7 @@ func (ec *executionContext) _Subscription_listItemsAdded(ctx context.Context, fi
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().ListItemsAdded(ctx, fc.Args["entityType"].(string), fc.Args["entityId"].(string), fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["since"].(*model.Time))
+			return ec.Resolvers.Subscription().ListItemsAdded(ctx, fc.Args["entityType"].(string), fc.Args["entityId"].(string), fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["since"].(*model.Time), fc.Args["after"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v model.ListItem) graphql.Marshaler {
@@ -4408,6 +4458,11 @@ func (ec *executionContext) _ListItem(ctx context.Context, sel ast.SelectionSet,
 		case "cursor":
 			out.Values[i] = ec._ListItem_cursor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "position":
+			out.Values[i] = ec._ListItem_position(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:

@@ -54,7 +54,7 @@ type writer struct {
 }
 
 var (
-	listItem = map[string]string{"value": "ListValue!", "timestamp": "Time!", "expiresAt": "Time!", "cursor": "String!"}
+	listItem = map[string]string{"value": "ListValue!", "timestamp": "Time!", "expiresAt": "Time!", "cursor": "String!", "position": "String"}
 	writers  = []writer{{
 		gqlType: "ListPage",
 		fn:      "WriteListPage",

@@ -81,7 +81,8 @@ func (m listPage) MarshalGQL(w io.Writer) {
 // context for every item and field (PERFORMANCE.md): the selection is
 // collected once for the whole list, and each item is appended to one
 // buffer. This is sound because ListItem is a plain struct: no field has a
-// resolver, a directive or a nullable type, so nothing can fail, be
+// resolver or a directive, and its one nullable field (position) is null
+// exactly when nil, so nothing can fail, be
 // intercepted or be deferred per field.
 func writeListItems(oc *graphql.OperationContext, sel ast.SelectionSet, items []ListItem) graphql.Marshaler {
 	return listItems{n: len(items), item: func(i int) *ListItem { return &items[i] }, fields: graphql.CollectFields(oc, sel, listItemImplementors)}
@@ -134,6 +135,12 @@ func (m listItems) MarshalGQL(w io.Writer) {
 				b = it.ExpiresAt.AppendJSON(b)
 			case "cursor":
 				b = appendQuoted(b, it.Cursor)
+			case "position":
+				if it.Position == nil {
+					b = append(b, "null"...)
+				} else {
+					b = appendQuoted(b, *it.Position)
+				}
 			}
 		}
 		b = append(b, '}')

@@ -22,6 +22,7 @@ import (
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/values"
+	"github.com/listgate/listgate/watch"
 )
 
 // Time is the Time scalar: nanoseconds since the Unix epoch, written as
@@ -86,6 +87,7 @@ type ListItem struct {
 	Timestamp Time
 	ExpiresAt Time
 	Cursor    string
+	Position  *string // in a subscription, the item's place in the change feed
 }
 
 // ListPage is a page of a list, newest first.
@@ -160,10 +162,11 @@ func ContainsQuery(entityType, entityID, feature string, version *string, vs []v
 }
 
 // WatchQuery asks for the items added to an entity's list.
-func WatchQuery(entityType, entityID, feature string, version *string, since *Time) lists.WatchQuery {
+func WatchQuery(entityType, entityID, feature string, version *string, since *Time, after *string) lists.WatchQuery {
 	return lists.WatchQuery{
 		Ref:   lists.Ref{EntityType: entityType, EntityID: entityID, Feature: feature, Version: deref(version)},
 		Since: (*int64)(since),
+		After: after,
 	}
 }
 
@@ -252,6 +255,14 @@ func ItemOf(f *store.Feature, it *store.Item) ListItem {
 		ExpiresAt: Time(it.Timestamp + int64(f.TTL)),
 		Cursor:    it.Key,
 	}
+}
+
+// DeliveredItemOf is an item a subscription delivers, with its position.
+func DeliveredItemOf(f *store.Feature, d *watch.Delivery) ListItem {
+	item := ItemOf(f, &d.Item)
+	p := d.Position.String()
+	item.Position = &p
+	return item
 }
 
 // FoundItems shows what a search found, null where nothing was.

@@ -132,7 +132,7 @@ func newStatements(ks string) statements {
 		},
 		fetchItems:        "SELECT item_key, value FROM " + items + where + " AND item_key IN ?",
 		insertChange:      "INSERT INTO " + ks + ".list_changes (bucket, shard, id, feature_key, created_at, entity_id, item_keys, item_values, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
-		selectChangeHeads: "SELECT id, feature_key, created_at, entity_id, bytes FROM " + ks + ".list_changes WHERE bucket = ? AND shard = ? AND id > ?",
+		selectChangeHeads: "SELECT id, feature_key, created_at, entity_id, bytes FROM " + ks + ".list_changes WHERE bucket = ? AND shard = ? AND id > ? AND id < ?",
 		selectChanges:     "SELECT id, feature_key, created_at, entity_id, item_keys, item_values FROM " + ks + ".list_changes WHERE bucket = ? AND shard = ? AND id IN ?",
 		insertItem:        "INSERT INTO " + items + " (feature_key, entity_id, item_key, value) VALUES (?, ?, ?, ?) USING TTL ?",
 		deleteItems:       "DELETE FROM " + items + where + " AND item_key IN ?",

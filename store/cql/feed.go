@@ -2,9 +2,11 @@ package cql
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +24,15 @@ import (
 // The change feed on the cluster: list_changes, a record per add,
 // partitioned by a time bucket and a shard, ordered by a time UUID of the
 // cluster's clock (each gateway measures how far its own is from it), and
-// expiring after FeedRetention. A follower reads the ids of the records of
-// its last FeedWindow, every FeedPoll, from every shard (one or two
-// buckets each: a handful of single-partition reads, however many lists it
-// watches), and then the records it has not read yet.
+// expiring after FeedRetention. A record must be written within half of
+// FeedWindow of its time, or its add fails; so once the cluster's clock is
+// FeedWindow past a time, no record of that time or before can still
+// appear: the feed is settled up to there, and readers read no further.
+// That is what makes the feed's order the same for every reader, and a
+// position in it a place to resume from: no record can come later before
+// one already read. A reader reads the heads (no items) of the records
+// between its position and the settled end from every shard, once each,
+// and then the records of the lists it wants.
 
 // FeedConfig tunes the change feed. Shards must be the same on every
 // gateway of a fleet: writers spread records over them, followers read
@@ -33,13 +40,13 @@ import (
 type FeedConfig struct {
 	Shards    int           // partitions per bucket
 	Poll      time.Duration // between two reads of the feed
-	Window    time.Duration // how late a record may become readable after its time and still be read
+	Window    time.Duration // how late a record may become readable after its time: how far the settled end trails the clock
 	Retention time.Duration // how long a record is kept
 }
 
-// DefaultFeedConfig reads four shards four times a second, which, with a
-// record readable within two seconds of its time, is about 20 reads a
-// second for a gateway with subscriptions, none for one without.
+// DefaultFeedConfig reads four shards four times a second, which is about
+// 16 reads a second for a gateway with subscriptions, none for one
+// without; an add is delivered about two seconds after it.
 var DefaultFeedConfig = FeedConfig{Shards: 4, Poll: 250 * time.Millisecond, Window: 2 * time.Second, Retention: 10 * time.Minute}
 
 // bucketWidth is the time a feed partition covers.
@@ -48,33 +55,33 @@ const bucketWidth = 10 * time.Second
 func bucketOf(t time.Time) int64 { return t.UnixNano() / int64(bucketWidth) }
 
 // shardOf spreads the lists over the shards.
-func (s *Store) shardOf(l store.List) int {
+func (s *Store) shardOf(l store.ListID) int {
 	h := fnv.New32a()
-	h.Write([]byte(l.Feature.Key()))
+	h.Write([]byte(l.Feature))
 	h.Write([]byte{0})
 	h.Write([]byte(l.EntityID))
 	return int(h.Sum32() % uint32(s.cfg.Feed.Shards))
 }
 
-// record writes an add's change, once its items are written. It must be
-// readable within the feed's window of its time: a record that could not
-// be written by then fails the add, which the client retries (an add of
-// the same items is the same add), so that no acknowledged add is missed
-// by followers.
+// record writes an add's change, once its items are written, under a
+// deadline of its own: whether the client waits or not, the record is
+// written, or the add fails. It must be readable within half the feed's
+// window of its time: a record that could not be written by then fails
+// the add, which the client retries (an add of the same items is the same
+// add, delivered again with the new record).
 func (s *Store) record(ctx context.Context, l store.List, writes []store.Write) error {
 	at := s.clock.Now()
 	id := gocql.UUIDFromTime(at)
-	c := store.ChangeOf(id.String(), at, l, writes)
+	c := store.ChangeOf("", at, l, writes)
 	keys := make([]string, len(c.Items))
 	values := make([][]byte, len(c.Items))
-	bytes := 0
 	for i, it := range c.Items {
 		keys[i], values[i] = it.Key, it.Value
-		bytes += len(it.Key) + len(it.Value)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Feed.Window/2) // by this gateway's clock, as deadlines are
+	// By this gateway's clock, as deadlines are.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Feed.Window/2)
 	defer cancel()
-	err := s.session.Query(s.stmt.insertChange, bucketOf(at), s.shardOf(l), id, c.List.Feature, l.Feature.CreatedAt, c.List.EntityID, keys, values, bytes, int(s.cfg.Feed.Retention/time.Second)).
+	err := s.session.Query(s.stmt.insertChange, bucketOf(at), s.shardOf(c.List), id, c.List.Feature, l.Feature.CreatedAt, c.List.EntityID, keys, values, store.ChangeBytes(c), int(s.cfg.Feed.Retention/time.Second)).
 		WithContext(ctx).Consistency(s.cfg.WriteConsistency).Idempotent(true).Exec()
 	if err != nil {
 		return fmt.Errorf("%w: the items were written, but not the record of their add that live subscriptions follow; add them again (an add of the same items is the same add): %v",
@@ -83,144 +90,255 @@ func (s *Store) record(ctx context.Context, l store.List, writes []store.Write) 
 	return nil
 }
 
-// FeedNow is the cluster's time, as this gateway measures it.
-func (s *Store) FeedNow() time.Time { return s.clock.Now() }
+// Record positions: the kind, the time UUID's 60-bit time, then its clock
+// sequence and node, so that positions order by time, then by the rest.
+// A position at a time with every other byte 0xff comes after every
+// record of that time: where a reader that read up to that time stands.
+const positionKind = 'c'
 
-// Follow reads the feed every Poll until stopped: the heads of the records
-// of its window, then the records of the lists wanted it has not read yet.
-func (s *Store) Follow(since time.Time, wants func(store.ListID) bool, fn func(store.Change)) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f := &follower{s: s, wants: wants, fn: fn, seen: map[gocql.UUID]time.Time{}, start: since, last: since}
-		t := time.NewTicker(s.cfg.Feed.Poll)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if err := f.traced(ctx); err != nil && ctx.Err() == nil {
-				s.cfg.Log.Warn("reading the change feed failed; the next read retries", "err", err)
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
+func recordOf(id gocql.UUID) string {
+	b := append(make([]byte, 0, 17), positionKind)
+	b = binary.BigEndian.AppendUint64(b, uint64(id.Timestamp()))
+	return string(append(b, id[8:]...))
+}
+
+// endOf is the position after every record of the tick t (100 ns since
+// the UUID epoch).
+func endOf(t int64) store.Position {
+	b := binary.BigEndian.AppendUint64([]byte{positionKind}, uint64(t))
+	return store.Position{Record: string(append(b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)), Item: store.AllItems}
+}
+
+// tickOf is the time of a record position, in ticks; ok false for a
+// position of another kind of store.
+func tickOf(rec string) (int64, bool) {
+	if len(rec) != 17 || rec[0] != positionKind {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64([]byte(rec[1:9]))), true
+}
+
+// uuidEpoch is the time UUIDs count from, in ticks of 100 ns.
+const uuidEpoch = 122192928000000000
+
+func ticks(t time.Time) int64 { return t.UnixNano()/100 + uuidEpoch }
+
+func timeOf(tick int64) time.Time { return time.Unix(0, (tick-uuidEpoch)*100) }
+
+// uuidAt is a time UUID of the tick t. Bounds of a slice are taken a tick
+// beyond what they must keep, so that how a server orders UUIDs of one
+// tick never matters: the reader orders those itself.
+func uuidAt(t int64) gocql.UUID { return gocql.MinTimeUUID(timeOf(t)) }
+
+// settled is the feed's settled end now, in ticks.
+func (s *Store) settled() int64 { return ticks(s.clock.Now().Add(-s.cfg.Feed.Window)) }
+
+// FeedHead is the position of the cluster's now: every record added after
+// the call comes after it.
+func (s *Store) FeedHead(context.Context) (store.Position, error) {
+	return endOf(ticks(s.clock.Now())), nil
+}
+
+// CheckPosition says whether the records after p are still kept.
+func (s *Store) CheckPosition(_ context.Context, p store.Position) error {
+	t, ok := tickOf(p.Record)
+	now := s.clock.Now()
+	switch {
+	case !ok:
+		return store.PositionExpired("the position is not one of this cluster's change feed")
+	case t < ticks(now.Add(-s.cfg.Feed.Retention+s.cfg.Feed.Window)):
+		return store.PositionExpired("the change feed no longer keeps the adds after this position (it keeps them for the retention of list_changes)")
+	case t > ticks(now.Add(s.cfg.Feed.Window)):
+		return store.PositionExpired("the position is ahead of the change feed")
+	}
+	return nil
+}
+
+// WaitFeed waits one poll: a cluster does not say when a record comes.
+func (s *Store) WaitFeed(ctx context.Context, _ store.Position) error {
+	t := time.NewTimer(s.cfg.Feed.Poll)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
-type follower struct {
-	s           *Store
-	wants       func(store.ListID) bool
-	fn          func(store.Change)
-	start, last time.Time
-	seen        map[gocql.UUID]time.Time // records handed to fn, by id, until they are past the window
+// head is a record without its items.
+type head struct {
+	bucket int64
+	shard  int
+	id     gocql.UUID
+	rec    string
+	list   store.ListID
+	bytes  int
 }
 
-// fetchBytes bounds the bytes of the records one statement fetches (but
-// for a record larger alone).
-const fetchBytes = 8 << 20
+// span is the ticks a read covers: after `after`, up to end, no further
+// back than the feed keeps, and within one bucket of its start, so that a
+// reader far behind reads a bucket at a time.
+func (s *Store) span(after store.Position, end int64) (from, to int64, ok bool) {
+	from, ok = tickOf(after.Record)
+	if !ok {
+		return 0, 0, false
+	}
+	from = max(from, ticks(s.clock.Now().Add(-s.cfg.Feed.Retention)))
+	return from, min(end, from+int64(bucketWidth/100)), true
+}
 
-// traced is a read, as a trace of its own: a changefeed.read span over
-// its statements' spans.
-func (f *follower) traced(ctx context.Context) error {
-	ctx, span := f.s.tracer.Start(ctx, "changefeed.read")
+// heads reads the heads of the records of ticks [from, to] in the shards,
+// after `after`, in the feed's order.
+func (s *Store) heads(ctx context.Context, shards []int, after store.Position, from, to int64) ([]head, error) {
+	var out []head
+	for b := bucketOf(timeOf(from)); b <= bucketOf(timeOf(to)); b++ {
+		for _, shard := range shards {
+			iter := s.session.Query(s.stmt.selectChangeHeads, b, shard, uuidAt(from-1), uuidAt(to+1)).
+				WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(5000).Iter()
+			h := head{bucket: b, shard: shard}
+			var createdAt time.Time
+			for iter.Scan(&h.id, &h.list.Feature, &createdAt, &h.list.EntityID, &h.bytes) {
+				h.rec, h.list.CreatedAt = recordOf(h.id), createdAt.UnixNano()
+				if t := h.id.Timestamp(); t >= from && t <= to && after.Behind(h.rec) {
+					out = append(out, h)
+				}
+			}
+			if err := iter.Close(); err != nil {
+				return nil, classify("reading the change feed", err)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b head) int { return strings.Compare(a.rec, b.rec) })
+	return out, nil
+}
+
+// upToBytes is the heads from the first on whose items stay within
+// maxBytes (the first at least), and whether that is all of them.
+func upToBytes(hs []head, maxBytes int) ([]head, bool) {
+	size := 0
+	for i, h := range hs {
+		if i > 0 && size+h.bytes > maxBytes {
+			return hs[:i], false
+		}
+		size += h.bytes
+	}
+	return hs, true
+}
+
+// ReadFeed reads the records after `after` up to the settled end, a bucket
+// at most: every shard's heads, then the records of the lists watched.
+func (s *Store) ReadFeed(ctx context.Context, after store.Position, watched func(store.ListID) bool, maxBytes int) ([]store.Change, store.Position, error) {
+	ctx, span := s.tracer.Start(ctx, "changefeed.read")
 	defer span.End()
-	n, err := f.read(ctx)
-	span.SetAttributes(attribute.Int("listgate.changefeed.records", n))
+	changes, reached, err := s.readFeed(ctx, after, watched, maxBytes)
+	span.SetAttributes(attribute.Int("listgate.changefeed.records", len(changes)))
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "reading the change feed failed")
 	}
-	return err
+	return changes, reached, err
 }
 
-// read reads the records of [last − Window, now] from every shard, and
-// returns how many it handed to fn.
-func (f *follower) read(ctx context.Context) (int, error) {
-	s := f.s
-	now := s.clock.Now()
-	// After an outage, what is still kept.
-	from := later(f.last.Add(-s.cfg.Feed.Window), now.Add(-s.cfg.Feed.Retention))
-	n := 0
-	for b := bucketOf(from); b <= bucketOf(now); b++ {
-		for shard := range s.cfg.Feed.Shards {
-			k, err := f.readPartition(ctx, b, shard, from)
-			if n += k; err != nil {
-				return n, err
-			}
-		}
+func (s *Store) readFeed(ctx context.Context, after store.Position, watched func(store.ListID) bool, maxBytes int) ([]store.Change, store.Position, error) {
+	from, to, ok := s.span(after, s.settled())
+	if !ok {
+		return nil, after, store.PositionExpired("the position is not one of this cluster's change feed")
 	}
-	f.last = now
-	for id, at := range f.seen {
-		if at.Before(from.Add(-s.cfg.Feed.Poll)) {
-			delete(f.seen, id)
-		}
+	if to < from {
+		return nil, after, nil
 	}
-	return n, nil
-}
-
-// readPartition reads one partition's records from from on: their heads
-// (no items), then, a few at a time, the records of wanted lists not seen
-// yet, handed to fn in the partition's order, which is their time's.
-func (f *follower) readPartition(ctx context.Context, bucket int64, shard int, from time.Time) (int, error) {
-	s := f.s
-	type head struct {
-		id    gocql.UUID
-		bytes int
+	shards := make([]int, s.cfg.Feed.Shards)
+	for i := range shards {
+		shards[i] = i
+	}
+	hs, err := s.heads(ctx, shards, after, from, to)
+	if err != nil {
+		return nil, after, err
 	}
 	var want []head
-	iter := s.session.Query(s.stmt.selectChangeHeads, bucket, shard, gocql.MinTimeUUID(from)).
-		WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(5000).Iter()
-	var h head
-	var l store.ListID
-	var createdAt time.Time
-	for iter.Scan(&h.id, &l.Feature, &createdAt, &l.EntityID, &h.bytes) {
-		if _, ok := f.seen[h.id]; ok {
-			continue
-		}
-		if l.CreatedAt = createdAt.UnixNano(); f.wants(l) {
+	for _, h := range hs {
+		if watched(h.list) {
 			want = append(want, h)
 		}
 	}
-	if err := iter.Close(); err != nil {
-		return 0, classify("reading the change feed", err)
+	want, all := upToBytes(want, maxBytes)
+	reached := endOf(to)
+	if !all {
+		reached = store.Position{Record: want[len(want)-1].rec, Item: store.AllItems}
 	}
-	n := 0
-	for len(want) > 0 {
-		k, size := 0, 0
-		for k < len(want) && k < store.FetchBatch && (k == 0 || size+want[k].bytes <= fetchBytes) {
-			size += want[k].bytes
-			k++
-		}
-		ids := make([]gocql.UUID, k)
-		for i := range ids {
-			ids[i] = want[i].id
-		}
-		want = want[k:]
-		changes, err := f.fetch(ctx, bucket, shard, ids)
-		if err != nil {
-			return n, err
-		}
-		now := s.clock.Now()
-		for _, c := range changes {
-			s.feedLag.Record(ctx, now.Sub(c.At).Seconds())
-			if !c.At.Before(f.start) {
-				f.fn(c)
-				n++
-			}
-		}
-	}
-	return n, nil
+	changes, err := s.fetch(ctx, want)
+	return changes, reached, err
 }
 
-// fetch reads records by id, and marks them seen.
-func (f *follower) fetch(ctx context.Context, bucket int64, shard int, ids []gocql.UUID) ([]store.Change, error) {
-	s := f.s
+// ListFeed reads the records of one list after `after` up to upTo's, from
+// its shard: the heads of every list's records there are what it costs.
+func (s *Store) ListFeed(ctx context.Context, l store.List, after, upTo store.Position, maxBytes int) ([]store.Change, store.Position, int, error) {
+	end, ok := tickOf(upTo.Record)
+	if !ok {
+		return nil, after, 0, store.PositionExpired("the position is not one of this cluster's change feed")
+	}
+	from, to, ok := s.span(after, end)
+	if !ok {
+		return nil, after, 0, store.PositionExpired("the position is not one of this cluster's change feed")
+	}
+	if to < from {
+		return nil, after, 0, nil
+	}
+	id := l.ID()
+	hs, err := s.heads(ctx, []int{s.shardOf(id)}, after, from, to)
+	if err != nil {
+		return nil, after, 0, err
+	}
+	var want []head
+	for _, h := range hs {
+		if h.list == id && h.rec <= upTo.Record {
+			want = append(want, h)
+		}
+	}
+	want, all := upToBytes(want, maxBytes)
+	reached := endOf(to)
+	if to == end {
+		reached = upTo
+	}
+	if !all {
+		reached = store.Position{Record: want[len(want)-1].rec, Item: store.AllItems}
+	}
+	changes, err := s.fetch(ctx, want)
+	return changes, reached, len(hs), err
+}
+
+// fetch reads the records of heads, in their order.
+func (s *Store) fetch(ctx context.Context, hs []head) ([]store.Change, error) {
+	type part struct {
+		bucket int64
+		shard  int
+	}
+	byPart := map[part][]gocql.UUID{}
+	for _, h := range hs {
+		p := part{h.bucket, h.shard}
+		byPart[p] = append(byPart[p], h.id)
+	}
+	out := make([]store.Change, 0, len(hs))
+	now := s.clock.Now()
+	for p, ids := range byPart {
+		for start := 0; start < len(ids); start += store.FetchBatch {
+			changes, err := s.fetchPart(ctx, p.bucket, p.shard, ids[start:min(start+store.FetchBatch, len(ids))])
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range changes {
+				s.feedLag.Record(ctx, now.Sub(c.At).Seconds())
+			}
+			out = append(out, changes...)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Change) int { return strings.Compare(a.Record, b.Record) })
+	return out, nil
+}
+
+// fetchPart reads records of one partition by id.
+func (s *Store) fetchPart(ctx context.Context, bucket int64, shard int, ids []gocql.UUID) ([]store.Change, error) {
 	iter := s.session.Query(s.stmt.selectChanges, bucket, shard, ids).
 		WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
 	var out []store.Change
@@ -231,7 +349,7 @@ func (f *follower) fetch(ctx context.Context, bucket int64, shard int, ids []goc
 	var values [][]byte
 	for iter.Scan(&id, &c.List.Feature, &createdAt, &c.List.EntityID, &keys, &values) {
 		if len(values) == len(keys) { // else not a record this store wrote
-			c.ID, c.At, c.List.CreatedAt = id.String(), id.Time(), createdAt.UnixNano()
+			c.Record, c.At, c.List.CreatedAt = recordOf(id), id.Time(), createdAt.UnixNano()
 			c.Items = make([]store.Item, len(keys))
 			for i, k := range keys {
 				c.Items[i] = store.Item{Key: k, Timestamp: itemkeys.ItemTimestamp(k), Value: values[i]}
@@ -242,10 +360,6 @@ func (f *follower) fetch(ctx context.Context, bucket int64, shard int, ids []goc
 	}
 	if err := iter.Close(); err != nil {
 		return nil, classify("reading the change feed", err)
-	}
-	// Seen once read whole: a read that fails reads them again.
-	for _, id := range ids {
-		f.seen[id] = id.Time()
 	}
 	return out, nil
 }
@@ -316,11 +430,4 @@ func (s *Store) observeClock(meter metric.Meter) error {
 			return nil
 		}))
 	return err
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

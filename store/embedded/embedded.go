@@ -17,10 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -62,6 +60,9 @@ type Config struct {
 	// Existing makes Open fail when Dir holds no store, rather than make
 	// one.
 	Existing bool
+	// FeedRetention is how long change records are kept (0:
+	// DefaultFeedRetention).
+	FeedRetention time.Duration
 }
 
 // Store is a store.Store on Pebble.
@@ -75,12 +76,7 @@ type Store struct {
 	closed sync.Once
 	rows   *store.RowMeter
 
-	// The change feed: an add hands its record to every follower, in
-	// process, after its batch commits.
-	feedMu    sync.Mutex
-	followers map[int]follower
-	nextID    int
-	changes   atomic.Int64 // records made, for their ids
+	feed feedSeq // the change feed's numbering (feed.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -103,6 +99,13 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if s.cfg.RecreateWait == 0 {
 		s.cfg.RecreateWait = store.DefaultRecreateWait
+	}
+	if s.cfg.FeedRetention == 0 {
+		s.cfg.FeedRetention = DefaultFeedRetention
+	}
+	if err := s.openFeed(); err != nil {
+		db.Close()
+		return nil, err
 	}
 	if cfg.MeterProvider != nil {
 		if s.rows, err = store.NewRowMeter(cfg.MeterProvider); err != nil {
@@ -363,57 +366,17 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	if err := ctx.Err(); err != nil {
 		return store.AddResult{}, err // past its deadline, an add writes nothing
 	}
+	// The record goes in the same batch: numbered now, settled once this
+	// commit, and every one numbered before it, has committed or failed.
+	n := s.feed.give()
+	defer s.feed.done(n)
+	if err := writeRecord(b, n, now, l, writes); err != nil {
+		return store.AddResult{}, err
+	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return store.AddResult{}, fmt.Errorf("adding list items: %w", err)
 	}
-	s.record(l, writes)
 	return store.AddResult{Added: len(writes), Expired: expired}, nil
-}
-
-// record hands an add's change to the followers.
-func (s *Store) record(l store.List, writes []store.Write) {
-	s.feedMu.Lock()
-	defer s.feedMu.Unlock()
-	if len(s.followers) == 0 {
-		return
-	}
-	id, at := strconv.FormatInt(s.changes.Add(1), 10), s.now()
-	var c store.Change
-	for _, f := range s.followers {
-		if f.wants(l.ID()) {
-			if c.ID == "" {
-				c = store.ChangeOf(id, at, l, writes)
-			}
-			f.fn(c)
-		}
-	}
-}
-
-type follower struct {
-	wants func(store.ListID) bool
-	fn    func(store.Change)
-}
-
-// FeedNow is the store's clock: records are of this process alone.
-func (s *Store) FeedNow() time.Time { return s.now() }
-
-// Follow has fn called with the change of every add from now on (since
-// is past: the adds before were recorded to no one), from the add's own
-// goroutine: records come in the order the adds committed.
-func (s *Store) Follow(since time.Time, wants func(store.ListID) bool, fn func(store.Change)) (stop func()) {
-	s.feedMu.Lock()
-	defer s.feedMu.Unlock()
-	if s.followers == nil {
-		s.followers = map[int]follower{}
-	}
-	id := s.nextID
-	s.nextID++
-	s.followers[id] = follower{wants, fn}
-	return func() {
-		s.feedMu.Lock()
-		delete(s.followers, id)
-		s.feedMu.Unlock()
-	}
 }
 
 func expiryKey(expiry uint64, itemKey []byte) []byte {
@@ -494,6 +457,7 @@ func (s *Store) sweepLoop(every time.Duration) {
 			return
 		case <-t.C:
 			_, _ = s.Sweep()
+			_ = s.sweepFeed()
 		}
 	}
 }

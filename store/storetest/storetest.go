@@ -70,7 +70,8 @@ func Run(t *testing.T, open NewStore) {
 		{"ValuesOfOneMD5AreNotTakenForEachOther", testHashCollision},
 		{"RemovalIsBoundedWindowedAndSaysWhatItDid", testRemovalBounds},
 		{"AnEndedContextEndsReadsAndWrites", testEndedContext},
-		{"FeedRecordsEveryAddOfAWantedListOnce", testFeed},
+		{"FeedGivesEveryAddOfAWatchedListOnceInOrder", testFeed},
+		{"ListFeedResumesFromAPosition", testListFeed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1016,58 +1017,147 @@ func testEndedContext(t *testing.T, h *harness) {
 	equal(t, "found late", h.find(l, 0, "late"), []string{""})
 }
 
-// The feed hands over each add to a list wanted once, after since,
-// whatever its items' timestamps, all of its items oldest first even when
-// the cap keeps fewer; adds of lists not wanted are not handed over.
+// readFeed reads the feed from `from` until a record holding marker has
+// come, and returns the records read and the position reached.
+func (h *harness) readFeed(from store.Position, watched func(store.ListID) bool, marker string) ([]store.Change, store.Position) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	var got []store.Change
+	at := from
+	for {
+		changes, reached, err := h.s.ReadFeed(ctx, at, watched, 1<<20)
+		if err != nil {
+			h.t.Fatalf("ReadFeed after %v (read so far: %v): %v", at, values(got), err)
+		}
+		if reached.Less(at) {
+			h.t.Fatalf("ReadFeed went back from %v to %v", at, reached)
+		}
+		for _, c := range changes {
+			if !at.Behind(c.Record) {
+				h.t.Fatalf("ReadFeed after %v gave %v, at or before it", at, c.Record)
+			}
+		}
+		got, at = append(got, changes...), reached
+		for _, c := range changes {
+			for _, it := range c.Items {
+				if string(it.Value) == marker {
+					return got, at
+				}
+			}
+		}
+		if err := h.s.WaitFeed(ctx, at); err != nil {
+			h.t.Fatalf("no %q within 30 s; read %v: %v", marker, values(got), err)
+		}
+	}
+}
+
+// values is each record's values, joined by commas.
+func values(changes []store.Change) []string {
+	var out []string
+	for _, c := range changes {
+		var vs []string
+		for _, it := range c.Items {
+			vs = append(vs, string(it.Value))
+		}
+		out = append(out, strings.Join(vs, ","))
+	}
+	return out
+}
+
+// The feed gives, after its head, each add to a list watched once, in the
+// order the adds were acknowledged, whatever their items' timestamps, all
+// of an add's items oldest first even when the cap keeps fewer; it gives
+// no add of a list not watched, and no add from before its head.
 func testFeed(t *testing.T, h *harness) {
 	f := h.feature("feed", "", time.Hour)
 	watched, other, capped := h.list(f, "watched"), h.list(f, "other"), h.list(h.capped(2), "capped")
 	now := time.Now()
-	h.add(watched, item(now, "before since"))
-	changes := make(chan store.Change, 100)
+	h.add(watched, item(now, "before the head"))
+	head, err := h.s.FeedHead(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.CheckPosition(h.ctx, head); err != nil {
+		t.Fatalf("the head is not a position the feed holds: %v", err)
+	}
 	var askedOther atomic.Bool
-	stop := h.s.Follow(h.s.FeedNow(), func(l store.ListID) bool {
+	want := func(l store.ListID) bool {
 		if l == other.ID() {
 			askedOther.Store(true)
 			return false
 		}
-		return true
-	}, func(c store.Change) { changes <- c })
-	defer stop()
-	h.add(other, item(now, "not wanted"))
+		return l == watched.ID() || l == capped.ID()
+	}
+	h.add(other, item(now, "not watched"))
 	h.add(watched, item(now.Add(30*time.Minute), "ahead"), item(now.Add(-59*time.Minute), "old"))
 	h.add(capped, item(now, "a"), item(now.Add(time.Millisecond), "b"), item(now.Add(2*time.Millisecond), "c"))
 	h.add(watched, item(now, "marker 1"))
-	got := map[store.ListID][]string{}
-	next := func(marker string) {
-		t.Helper()
-		deadline := time.After(30 * time.Second)
-		for {
-			select {
-			case c := <-changes:
-				var values []string
-				for _, it := range c.Items {
-					values = append(values, string(it.Value))
-				}
-				got[c.List] = append(got[c.List], strings.Join(values, ","))
-				if values[0] == marker {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("no %q after 30 s; got %v", marker, got)
-			}
+	got, at := h.readFeed(head, want, "marker 1")
+	equal(t, "records", values(got), []string{"old,ahead", "a,b,c", "marker 1"})
+	equal(t, "lists", []store.ListID{got[0].List, got[1].List, got[2].List}, []store.ListID{watched.ID(), capped.ID(), watched.ID()})
+	if !askedOther.Load() {
+		t.Fatal("the add to a list not watched was never weighed")
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Record <= got[i-1].Record {
+			t.Fatalf("records out of order: %q then %q", got[i-1].Record, got[i].Record)
 		}
 	}
-	next("marker 1")
-	// Every record written before marker 1 has been read once marker 2,
-	// written after it was handed over, is.
 	h.add(watched, item(now, "marker 2"))
-	next("marker 2")
-	equal(t, "watched", got[watched.ID()], []string{"old,ahead", "marker 1", "marker 2"})
-	equal(t, "capped", got[capped.ID()], []string{"a,b,c"})
-	equal(t, "other", got[other.ID()], []string(nil))
-	if !askedOther.Load() {
-		t.Fatal("the add to a list not wanted was never weighed")
-	}
+	more, _ := h.readFeed(at, want, "marker 2")
+	equal(t, "after the position reached", values(more), []string{"marker 2"})
 	equal(t, "capped list", h.values(capped), []string{"c", "b"})
+}
+
+// ListFeed gives one list's records after a position up to another, in
+// the feed's order: from the middle of a record, the whole record (the
+// reader skips what it has); a position is a place to resume from.
+func testListFeed(t *testing.T, h *harness) {
+	f := h.feature("feed", "", time.Hour)
+	l, other := h.list(f, "resumed"), h.list(f, "other")
+	now := time.Now()
+	head, err := h.s.FeedHead(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.add(l, item(now, "x1"), item(now.Add(time.Second), "x2"))
+	h.add(other, item(now, "o"))
+	h.add(l, item(now.Add(-time.Hour+time.Minute), "y"))
+	h.add(l, item(now, "end"))
+	all, end := h.readFeed(head, func(id store.ListID) bool { return id == l.ID() }, "end")
+	equal(t, "read", values(all), []string{"x1,x2", "y", "end"})
+	read := func(after, upTo store.Position) []string {
+		t.Helper()
+		var got []store.Change
+		for at := after; at.Less(upTo); {
+			changes, reached, _, err := h.s.ListFeed(h.ctx, l, at, upTo, 10)
+			if err != nil {
+				t.Fatalf("ListFeed: %v", err)
+			}
+			if !at.Less(reached) {
+				t.Fatalf("ListFeed after %v stayed at %v", at, reached)
+			}
+			got, at = append(got, changes...), reached
+		}
+		return values(got)
+	}
+	equal(t, "from the head", read(head, end), []string{"x1,x2", "y", "end"})
+	equal(t, "after x1", read(all[0].After(0), end), []string{"x1,x2", "y", "end"})
+	equal(t, "after x2, the last of its record", read(all[0].After(1), end), []string{"x1,x2", "y", "end"})
+	equal(t, "after y, up to y", read(all[1].After(0), all[1].After(0)), []string(nil))
+	equal(t, "up to y", read(head, all[1].After(0)), []string{"x1,x2", "y"})
+	for _, p := range []store.Position{all[0].After(1), end} {
+		if err := h.s.CheckPosition(h.ctx, p); err != nil {
+			t.Fatalf("CheckPosition(%v) = %v", p, err)
+		}
+		back, err := store.ParsePosition(p.String())
+		if err != nil || back != p {
+			t.Fatalf("ParsePosition(%q) = %v, %v; want %v", p.String(), back, err, p)
+		}
+	}
+	foreign := store.Position{Record: "z" + strings.Repeat("\x01", 16), Item: 3}
+	if err := h.s.CheckPosition(h.ctx, foreign); !errors.Is(err, errkind.PositionExpired) {
+		t.Fatalf("CheckPosition of another store's position = %v, want PositionExpired", err)
+	}
 }

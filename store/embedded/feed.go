@@ -1,0 +1,423 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/keys"
+)
+
+// The change feed, kept in the database with the items: an add's record
+// is written in the add's own batch, so an add and its record are one
+// write, and positions survive a restart. Records are numbered in the
+// order their adds commit (feedSeq); they are kept for FeedRetention,
+// then swept.
+//
+//	g <seq (8 bytes)>                 →  at (8 bytes, unix ns) + list id
+//	c <list id> <seq (8 bytes)>       →  at (8 bytes) + the items: (uvarint len, key, uvarint len, value)…
+//	m feed                            →  epoch (8 bytes) + floor (8 bytes)
+//
+// A list id is <feature key> 00 <created at (8 bytes)> <entity id> 00.
+// The epoch is drawn when the feed begins: a position of another data
+// folder names another epoch. The floor is the oldest number not swept.
+const (
+	feedPrefix   = 'g'
+	changePrefix = 'c'
+	metaPrefix   = 'm'
+)
+
+var feedMetaKey = []byte{metaPrefix, 'f', 'e', 'e', 'd'}
+
+// positionKind starts every record position of this store, so that a
+// position of another kind of store is told apart at once.
+const positionKind = 'e'
+
+// DefaultFeedRetention is how long records are kept, as on a cluster.
+const DefaultFeedRetention = 10 * time.Minute
+
+// feedSeq numbers records in the order their adds commit. Numbers are
+// given before a commit; the feed is settled up to the highest number
+// below which every add has committed or given up, and readers never read
+// past it, so that no record can appear before one read.
+type feedSeq struct {
+	epoch [8]byte // set at Open
+
+	mu      sync.Mutex
+	next    uint64              // the next number to give
+	pending map[uint64]struct{} // given, not yet committed or given up
+	settled uint64              // every number up to it is committed or given up
+	floor   uint64              // the oldest number not swept
+	moved   chan struct{}       // closed, and replaced, when settled moves
+}
+
+// openFeed reads the feed's epoch and floor, making them for a new
+// folder, and numbers on from the newest record kept.
+func (s *Store) openFeed() error {
+	f := &s.feed
+	f.pending, f.moved = map[uint64]struct{}{}, make(chan struct{})
+	v, closer, err := s.db.Get(feedMetaKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		if _, err := rand.Read(f.epoch[:]); err != nil {
+			return err
+		}
+		f.floor = 1
+		if err := s.writeFeedMeta(f.floor); err != nil {
+			return err
+		}
+	case err != nil:
+		return fmt.Errorf("reading the change feed's state: %w", err)
+	default:
+		if len(v) != 16 {
+			closer.Close()
+			return fmt.Errorf("the change feed's state is malformed (%d bytes)", len(v))
+		}
+		copy(f.epoch[:], v[:8])
+		f.floor = binary.BigEndian.Uint64(v[8:])
+		closer.Close()
+	}
+	f.next = f.floor
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{feedPrefix}, UpperBound: []byte{feedPrefix + 1}})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	if it.Last() {
+		f.next = max(f.next, binary.BigEndian.Uint64(it.Key()[1:])+1)
+	}
+	f.settled = f.next - 1
+	return it.Error()
+}
+
+func (s *Store) writeFeedMeta(floor uint64) error {
+	v := binary.BigEndian.AppendUint64(append([]byte(nil), s.feed.epoch[:]...), floor)
+	return s.db.Set(feedMetaKey, v, pebble.Sync)
+}
+
+// give numbers a record about to be committed; done must follow.
+func (f *feedSeq) give() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.next
+	f.next++
+	f.pending[n] = struct{}{}
+	return n
+}
+
+// done marks n committed or given up, and moves the settled end.
+func (f *feedSeq) done(n uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.pending, n)
+	settled := f.next - 1
+	for p := range f.pending {
+		settled = min(settled, p-1)
+	}
+	if settled > f.settled {
+		f.settled = settled
+		close(f.moved)
+		f.moved = make(chan struct{})
+	}
+}
+
+// state is the settled end, the floor, and a channel closed when the
+// settled end next moves.
+func (f *feedSeq) state() (settled, floor uint64, moved <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.settled, f.floor, f.moved
+}
+
+func (f *feedSeq) record(n uint64) string {
+	b := append(append(make([]byte, 0, 17), positionKind), f.epoch[:]...)
+	return string(binary.BigEndian.AppendUint64(b, n))
+}
+
+// seqOf reads the number of a record position of this feed.
+func (f *feedSeq) seqOf(rec string) (uint64, bool) {
+	if len(rec) != 17 || rec[0] != positionKind || rec[1:9] != string(f.epoch[:]) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64([]byte(rec[9:])), true
+}
+
+// listID is a list's id in the feed's keys.
+func listID(id store.ListID) []byte {
+	b := make([]byte, 0, len(id.Feature)+len(id.EntityID)+10)
+	b = append(append(b, id.Feature...), 0)
+	b = binary.BigEndian.AppendUint64(b, uint64(id.CreatedAt))
+	return append(append(b, id.EntityID...), 0)
+}
+
+func parseListID(b []byte) (store.ListID, bool) {
+	fk, rest, ok := bytes.Cut(b, []byte{0})
+	if !ok || len(rest) < 9 || rest[len(rest)-1] != 0 {
+		return store.ListID{}, false
+	}
+	return store.ListID{Feature: string(fk), CreatedAt: int64(binary.BigEndian.Uint64(rest[:8])), EntityID: string(rest[8 : len(rest)-1])}, true
+}
+
+func changeKey(list []byte, n uint64) []byte {
+	k := append(append(make([]byte, 0, 9+len(list)), changePrefix), list...)
+	return binary.BigEndian.AppendUint64(k, n)
+}
+
+func feedKey(n uint64) []byte { return binary.BigEndian.AppendUint64([]byte{feedPrefix}, n) }
+
+// writeRecord puts an add's record in its batch, numbered n.
+func writeRecord(b *pebble.Batch, n uint64, at time.Time, l store.List, writes []store.Write) error {
+	id := listID(l.ID())
+	head := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(id)), uint64(at.UnixNano()))
+	if err := b.Set(feedKey(n), append(head, id...), nil); err != nil {
+		return err
+	}
+	c := store.ChangeOf("", at, l, writes)
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+store.ChangeBytes(c)+8*len(c.Items)), uint64(at.UnixNano()))
+	for _, it := range c.Items {
+		v = binary.AppendUvarint(v, uint64(len(it.Key)))
+		v = append(v, it.Key...)
+		v = binary.AppendUvarint(v, uint64(len(it.Value)))
+		v = append(v, it.Value...)
+	}
+	return b.Set(changeKey(id, n), v, nil)
+}
+
+// readRecord decodes a record's value.
+func readRecord(rec string, list store.ListID, v []byte) (store.Change, error) {
+	if len(v) < 8 {
+		return store.Change{}, errors.New("a change record is malformed")
+	}
+	c := store.Change{Record: rec, At: time.Unix(0, int64(binary.BigEndian.Uint64(v))), List: list}
+	v = v[8:]
+	for len(v) > 0 {
+		var parts [2][]byte
+		for i := range parts {
+			n, w := binary.Uvarint(v)
+			if w <= 0 || uint64(len(v)-w) < n {
+				return store.Change{}, errors.New("a change record is malformed")
+			}
+			parts[i] = bytes.Clone(v[w : w+int(n)])
+			v = v[w+int(n):]
+		}
+		key := string(parts[0])
+		c.Items = append(c.Items, store.Item{Key: key, Timestamp: keys.ItemTimestamp(key), Value: parts[1]})
+	}
+	return c, nil
+}
+
+// FeedHead is the settled end of the feed.
+func (s *Store) FeedHead(context.Context) (store.Position, error) {
+	settled, _, _ := s.feed.state()
+	return store.Position{Record: s.feed.record(settled), Item: store.AllItems}, nil
+}
+
+// from is the number of the first record a reader at p may not have
+// read whole; ok false for a position of another feed.
+func (f *feedSeq) from(p store.Position) (uint64, bool) {
+	n, ok := f.seqOf(p.Record)
+	if ok && p.Item == store.AllItems {
+		n++
+	}
+	return n, ok
+}
+
+// CheckPosition says whether every record after p is kept.
+func (s *Store) CheckPosition(_ context.Context, p store.Position) error {
+	n, ok := s.feed.from(p)
+	settled, floor, _ := s.feed.state()
+	switch {
+	case !ok:
+		return store.PositionExpired("the position is not one of this gateway's data folder")
+	case n < floor:
+		return store.PositionExpired("the change feed no longer keeps the adds after this position (--change-feed-retention)")
+	case n > settled+1:
+		return store.PositionExpired("the position is ahead of the change feed (a data folder restored from an older backup?)")
+	}
+	return nil
+}
+
+// WaitFeed returns once a record after `after` has settled.
+func (s *Store) WaitFeed(ctx context.Context, after store.Position) error {
+	from, ok := s.feed.from(after)
+	if !ok {
+		return store.PositionExpired("the position is not one of this gateway's data folder")
+	}
+	for {
+		settled, _, moved := s.feed.state()
+		if settled >= from {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ReadFeed reads the records after `after` up to the settled end: their
+// numbers and lists, then the records of the lists watched.
+func (s *Store) ReadFeed(ctx context.Context, after store.Position, watched func(store.ListID) bool, maxBytes int) ([]store.Change, store.Position, error) {
+	from, ok := s.feed.from(after)
+	if !ok {
+		return nil, after, store.PositionExpired("the position is not one of this gateway's data folder")
+	}
+	settled, _, _ := s.feed.state()
+	reached := after
+	if from > settled {
+		return nil, reached, nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: feedKey(from), UpperBound: feedKey(settled + 1)})
+	if err != nil {
+		return nil, reached, err
+	}
+	defer it.Close()
+	var out []store.Change
+	size := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := ctx.Err(); err != nil {
+			return out, reached, err
+		}
+		n := binary.BigEndian.Uint64(it.Key()[1:])
+		rec := s.feed.record(n)
+		if v := it.Value(); len(v) > 8 {
+			id, ok := parseListID(v[8:])
+			if ok && watched(id) {
+				c, err := s.readChange(rec, id, v[8:], n)
+				if err != nil {
+					return out, reached, err
+				}
+				if c != nil {
+					if len(out) > 0 && size+store.ChangeBytes(*c) > maxBytes {
+						return out, reached, nil // the rest next time
+					}
+					out = append(out, *c)
+					size += store.ChangeBytes(*c)
+				}
+			}
+		}
+		reached = store.Position{Record: rec, Item: store.AllItems}
+	}
+	if err := it.Error(); err != nil {
+		return out, reached, err
+	}
+	return out, store.Position{Record: s.feed.record(settled), Item: store.AllItems}, nil
+}
+
+// readChange reads the record n of a list; nil when swept meanwhile.
+func (s *Store) readChange(rec string, id store.ListID, list []byte, n uint64) (*store.Change, error) {
+	v, closer, err := s.db.Get(changeKey(list, n))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the change feed: %w", err)
+	}
+	defer closer.Close()
+	c, err := readRecord(rec, id, v)
+	return &c, err
+}
+
+// ListFeed reads the records of one list after `after` up to upTo's, by
+// the list's own keys: it looks at no other list's.
+func (s *Store) ListFeed(ctx context.Context, l store.List, after, upTo store.Position, maxBytes int) ([]store.Change, store.Position, int, error) {
+	from, ok := s.feed.from(after)
+	last, ok2 := s.feed.seqOf(upTo.Record)
+	if !ok || !ok2 {
+		return nil, after, 0, store.PositionExpired("the position is not one of this gateway's data folder")
+	}
+	reached := after
+	if from > last {
+		return nil, reached, 0, nil
+	}
+	list := listID(l.ID())
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: changeKey(list, from), UpperBound: changeKey(list, last+1)})
+	if err != nil {
+		return nil, reached, 0, err
+	}
+	defer it.Close()
+	var out []store.Change
+	size := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := ctx.Err(); err != nil {
+			return out, reached, 0, err
+		}
+		k := it.Key()
+		rec := s.feed.record(binary.BigEndian.Uint64(k[len(k)-8:]))
+		c, err := readRecord(rec, l.ID(), it.Value())
+		if err != nil {
+			return out, reached, 0, err
+		}
+		if len(out) > 0 && size+store.ChangeBytes(c) > maxBytes {
+			return out, reached, 0, nil // the rest next time
+		}
+		out = append(out, c)
+		size += store.ChangeBytes(c)
+		reached = store.Position{Record: rec, Item: store.AllItems}
+	}
+	if err := it.Error(); err != nil {
+		return out, reached, 0, err
+	}
+	return out, upTo, 0, nil
+}
+
+// sweepFeed deletes the records older than the retention, a batch at a
+// time, and raises the floor past them.
+func (s *Store) sweepFeed() error {
+	cutoff := s.now().Add(-s.cfg.FeedRetention).UnixNano()
+	for {
+		settled, floor, _ := s.feed.state()
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: feedKey(floor), UpperBound: feedKey(settled + 1)})
+		if err != nil {
+			return err
+		}
+		b := s.db.NewBatch()
+		next, n := floor, 0
+		for ok := it.First(); ok && n < sweepBatch; ok = it.Next() {
+			v := it.Value()
+			if len(v) < 8 || int64(binary.BigEndian.Uint64(v)) >= cutoff {
+				break
+			}
+			if err := b.Delete(changeKey(v[8:], binary.BigEndian.Uint64(it.Key()[1:])), nil); err != nil {
+				break
+			}
+			next = binary.BigEndian.Uint64(it.Key()[1:]) + 1
+			n++
+		}
+		err = it.Error()
+		it.Close()
+		if err == nil && next > floor {
+			err = b.DeleteRange(feedKey(floor), feedKey(next), nil)
+			if err == nil {
+				v := binary.BigEndian.AppendUint64(append([]byte(nil), s.feed.epoch[:]...), next)
+				err = b.Set(feedMetaKey, v, nil)
+			}
+			if err == nil {
+				// The floor rises before the records go, so that no reader
+				// is told a position is kept while its records are swept.
+				s.feed.mu.Lock()
+				s.feed.floor = next
+				s.feed.mu.Unlock()
+				err = b.Commit(pebble.NoSync)
+			}
+		}
+		b.Close()
+		if err != nil || n < sweepBatch {
+			return err
+		}
+		select {
+		case <-s.stop:
+			return nil
+		default:
+		}
+	}
+}
