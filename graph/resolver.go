@@ -40,9 +40,11 @@ func (r *Resolver) stream(ctx context.Context, w *lists.Watch) <-chan model.List
 			}
 			select {
 			case out <- model.DeliveredItemOf(w.Feature, &it):
+				w.Sent(it)
 			case <-w.Done():
-				// Ended while its client was not reading: the next call
-				// says why, and what it held is let go.
+				// Ended while its client was not reading: the item is not
+				// sent, the next call says why (and where to resume: before
+				// it), and what it held is let go.
 			case <-ctx.Done():
 				return
 			}

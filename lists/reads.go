@@ -219,6 +219,10 @@ func (w *Watch) Next(ctx context.Context) (watch.Delivery, error) {
 	}
 }
 
+// Sent tells that the item Next gave last reached the client (see
+// watch.Subscription.Sent).
+func (w *Watch) Sent(d watch.Delivery) { w.sub.Sent(d) }
+
 // Done is closed once the gateway has ended the watch: Next says why.
 func (w *Watch) Done() <-chan struct{} { return w.sub.Done() }
 

@@ -271,9 +271,10 @@ type Subscription struct {
 	over   time.Time      // when it fell more than SubscriptionBytes behind; zero if not
 	held   int64          // catch-up bytes held
 	asked  time.Time      // when Next was last called, while it holds catch-up bytes
-	resume store.Position // after the last item it was given: where to resume
 
-	// Its reader's: of the goroutine that calls Next, never the hub's.
+	// Its reader's: of the goroutine that calls Next and Sent, never the
+	// hub's.
+	resume   store.Position // after the last item sent: where to resume
 	page     []Delivery     // of a catch-up, being given
 	since    string         // where the next page of the list starts; "" once read
 	from, to store.Position // the feed's records to read from the store, after from up to to's
@@ -484,12 +485,12 @@ func (h *Hub) enforce(w *list, now time.Time) {
 	for s := range w.subs {
 		if s.held > 0 && now.Sub(s.asked) > h.cfg.SlowAfter {
 			// Its client does not read the catch-up page it holds.
-			h.end(s, s.tooSlow(), endedTooSlow)
+			h.end(s, ErrTooSlow, endedTooSlow)
 			continue
 		}
 		switch b := w.behind(s); {
 		case b > h.cfg.SubscriptionBytes && !s.over.IsZero() && now.Sub(s.over) > h.cfg.SlowAfter:
-			h.end(s, s.tooSlow(), endedTooSlow)
+			h.end(s, ErrTooSlow, endedTooSlow)
 		case b > h.cfg.SubscriptionBytes && s.over.IsZero():
 			s.over = now
 		case b <= h.cfg.SubscriptionBytes:
@@ -497,7 +498,7 @@ func (h *Hub) enforce(w *list, now time.Time) {
 		}
 	}
 	for w.bytes > h.cfg.ListBytes && len(w.subs) > 0 {
-		h.end(furthestBehind(w), nil, endedTooSlow)
+		h.end(furthestBehind(w), ErrTooSlow, endedTooSlow)
 	}
 	if len(w.subs) > 0 {
 		h.trim(w)
@@ -521,7 +522,7 @@ func (h *Hub) enforceTotal() {
 		if worst == nil {
 			return
 		}
-		h.end(worst, nil, endedTooSlow)
+		h.end(worst, ErrTooSlow, endedTooSlow)
 	}
 }
 
@@ -562,12 +563,6 @@ func (h *Hub) unwatch(w *list) {
 	h.watched.Add(context.Background(), -1)
 }
 
-// tooSlow is the error that ends s for falling behind: it names where to
-// resume.
-func (s *Subscription) tooSlow() error {
-	return &EndError{Err: ErrTooSlow, Position: s.resume}
-}
-
 // EndError is an error that ends a subscription, with the position to
 // resume from: after the last item it delivered.
 type EndError struct {
@@ -584,15 +579,12 @@ func (e *EndError) Unwrap() error { return e.Err }
 // ResumePosition is where to resume, as clients see it.
 func (e *EndError) ResumePosition() string { return e.Position.String() }
 
-// end ends a subscription with err (nil: too slow, as it stands; ErrEnded
-// when the hub closes); h.mu is held.
+// end ends a subscription with err (nil when the hub closes: ErrEnded);
+// h.mu is held.
 func (h *Hub) end(s *Subscription, err error, why metric.AddOption) {
 	w := s.list
 	if _, ok := w.subs[s]; !ok {
 		return
-	}
-	if err == nil && why == endedTooSlow {
-		err = s.tooSlow()
 	}
 	if why != nil {
 		h.ended.Add(context.Background(), 1, why)
@@ -682,7 +674,6 @@ func (s *Subscription) nextLive(ctx context.Context) (Delivery, error) {
 			if !s.start.Before(e.at.Record, int(e.at.Item)) {
 				continue // read before it started
 			}
-			s.resume = e.at
 			if s.next == w.end() {
 				s.over = time.Time{}
 			}
@@ -700,18 +691,28 @@ func (s *Subscription) nextLive(ctx context.Context) (Delivery, error) {
 	}
 }
 
-// ended is why the hub ended s, or nil; h.mu is held.
+// ended is why the hub ended s, or nil; h.mu is held. One too slow names
+// where to resume: after the last item sent, which its reader has told
+// (Sent) before it asks for more.
 func (s *Subscription) ended() error {
 	select {
 	case <-s.done:
-		if s.err == nil {
+		switch {
+		case s.err == nil:
 			return ErrEnded
+		case errors.Is(s.err, errkind.TooSlow):
+			return &EndError{Err: s.err, Position: s.resume}
 		}
 		return s.err
 	default:
 		return nil
 	}
 }
+
+// Sent tells that the item Next gave last reached the client: a
+// subscription ended from now on resumes after it. Called by the reader,
+// before it calls Next again.
+func (s *Subscription) Sent(d Delivery) { s.resume = d.Position }
 
 // Done is closed once the hub has ended the subscription: Next returns
 // why.
@@ -727,7 +728,7 @@ func (s *Subscription) nextCatchUp(ctx context.Context) (Delivery, bool, error) 
 	if err == nil && len(s.page) > 0 {
 		d := s.page[0]
 		s.page = s.page[1:]
-		s.resume, s.asked = d.Position, time.Now()
+		s.asked = time.Now()
 		if len(s.page) == 0 {
 			h.setHeld(s, 0) // the page is given
 		}
@@ -774,6 +775,7 @@ func (s *Subscription) keep(page []Delivery) {
 	if bytes < s.held || len(page) == 0 {
 		h.setHeld(s, bytes)
 	}
+	s.asked = time.Now() // the client is slow from here on, not the store
 	h.mu.Unlock()
 	s.page = page
 }
@@ -847,11 +849,7 @@ func (s *Subscription) pay(ctx context.Context, items, looked int) error {
 		return nil
 	}
 	if err := s.charge(ctx, items, looked); err != nil {
-		h := s.hub
-		h.mu.Lock()
-		at := s.resume
-		h.mu.Unlock()
-		return &EndError{Err: err, Position: at}
+		return &EndError{Err: err, Position: s.resume}
 	}
 	return nil
 }

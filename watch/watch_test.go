@@ -17,6 +17,7 @@ import (
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
 	"github.com/listgate/listgate/store/embedded"
+	"github.com/listgate/listgate/store/keys"
 	"github.com/listgate/listgate/watch"
 )
 
@@ -32,12 +33,32 @@ var seq atomic.Int64
 // eachBackend runs test on the embedded store and on Cassandra, with a hub
 // of its own and a list of its own.
 func eachBackend(t *testing.T, cfg func(*watch.Config), test func(t *testing.T, e *env)) {
-	for _, b := range []struct {
-		name string
-		open func(t *testing.T) store.Store
-	}{
+	eachBackendLimited(t, store.DefaultLimits, cfg, test)
+}
+
+// eachBackendLimited is eachBackend with stores that take adds within
+// limits.
+func eachBackendLimited(t *testing.T, limits store.Limits, cfg func(*watch.Config), test func(t *testing.T, e *env)) {
+	for _, b := range backends(limits) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, b.open(t), cfg)
+			test(t, e)
+		})
+	}
+}
+
+type backend struct {
+	name string
+	open func(t *testing.T) store.Store
+}
+
+// backends opens each store; on Cassandra each open is a session of its
+// own, as another gateway's would be.
+func backends(limits store.Limits) []backend {
+	return []backend{
 		{"embedded", func(t *testing.T) store.Store {
-			s, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
+			s, err := embedded.Open(embedded.Config{Dir: t.TempDir(), Limits: limits})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,14 +68,9 @@ func eachBackend(t *testing.T, cfg func(*watch.Config), test func(t *testing.T, 
 		{"cassandra", func(t *testing.T) store.Store {
 			c := cqltest.Config(t)
 			c.Feed = cql.FeedConfig{Shards: 4, Poll: 50 * time.Millisecond, Window: 2 * time.Second, Retention: 10 * time.Minute}
+			c.Limits = limits
 			return cqltest.Open(t, c)
 		}},
-	} {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t, b.open(t), cfg)
-			test(t, e)
-		})
 	}
 }
 
@@ -134,6 +150,7 @@ func receivePositions(t *testing.T, sub *watch.Subscription, n int, wait time.Du
 		if err != nil {
 			t.Fatalf("after %d items (%q): %v", len(got), got, err)
 		}
+		sub.Sent(d)
 		got, at = append(got, string(d.Value)), append(at, d.Position)
 	}
 	return got, at
@@ -189,7 +206,7 @@ func TestDeliveryByArrival(t *testing.T) {
 	})
 }
 
-func keyOf(ts time.Time, v string) string { return fmt.Sprintf("%019d#%s", ts.UnixNano(), v) }
+func keyOf(ts time.Time, v string) string { return keys.ItemKey(ts.UnixNano(), []byte(v)) }
 
 // More than 10,000 items at one timestamp, in eleven adds, each come once.
 func TestManyItemsAtOneTimestamp(t *testing.T) {
