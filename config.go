@@ -21,6 +21,7 @@ import (
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
+	"github.com/listgate/listgate/watch"
 )
 
 // config is every setting, read once at start-up from flags and from
@@ -201,11 +202,12 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.DurationVar(&c.Feed.Poll, "change-feed-poll", cql.DefaultFeedConfig.Poll, "how often a gateway with subscriptions reads the change feed on Cassandra or ScyllaDB: a few single-partition reads, however many lists it watches")
 	fs.DurationVar(&c.Feed.Window, "change-feed-window", cql.DefaultFeedConfig.Window, "how late after its time a change record may become readable and still be delivered: an add whose record is not written within half of it fails, to be retried; the same on every gateway of a fleet")
 	fs.IntVar(&c.Feed.Shards, "change-feed-shards", cql.DefaultFeedConfig.Shards, "partitions the change feed spreads each 10 s over; the same on every gateway of a fleet")
+	fs.DurationVar(&c.Feed.Retention, "change-feed-retention", cql.DefaultFeedConfig.Retention, "how long the change feed keeps an add's record: a subscription resumes after a position at most this old (list_changes' TTL on a cluster, set by --migrate)")
 	fs.Var(byteFlag(&c.Subscriptions.BufferBytes), "subscription-buffer-bytes", "how far behind, a `size` of items, a subscription may fall: past it for --subscription-slow-timeout, it is ended with TOO_SLOW")
 	fs.DurationVar(&c.Subscriptions.SlowTimeout, "subscription-slow-timeout", endpoint.DefaultSubscriptions.SlowTimeout, "how long a subscription may stay more than --subscription-buffer-bytes behind")
 	fs.Var(byteFlag(&c.Subscriptions.ListBytes), "watched-list-bytes", "the `size` of the items kept for the subscriptions of one list that have not read them; past it the furthest behind are ended")
 	fs.Var(byteFlag(&c.Subscriptions.TotalBytes), "subscription-memory", "the `size` of the items kept for every list's subscriptions together; past it the furthest behind are ended")
-	fs.Var(byteFlag(&c.Subscriptions.CatchUpBytes), "catch-up-bytes", "the `size` of the pages subscriptions with since hold as they catch up, together; more wait")
+	fs.Var(byteFlag(&c.Subscriptions.CatchUpBytes), "catch-up-bytes", "the `size` of the pages subscriptions hold as they catch up (with since, or after a position), together; more wait")
 	fs.IntVar(&c.Subscriptions.MaxLists, "max-watched-lists", endpoint.DefaultSubscriptions.MaxLists, "lists this gateway watches at once for its subscriptions")
 	fs.IntVar(&c.Subscriptions.PerConnection, "max-subscriptions-per-connection", endpoint.DefaultSubscriptions.PerConnection, "subscriptions open on one WebSocket")
 	fs.IntVar(&c.Subscriptions.PerCaller, "max-subscriptions-per-caller", endpoint.DefaultSubscriptions.PerCaller, "subscriptions open for one caller (an API key, a JWT's issuer and subject, or an address without authentication) on this gateway")
@@ -344,8 +346,10 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--max-entities %d: must be 1 or more", c.Limits.MaxEntities)
 	case c.Feed.Poll < 10*time.Millisecond || c.Feed.Window < 100*time.Millisecond || c.Feed.Shards < 1 || c.Feed.Shards > 256:
 		return c, fmt.Errorf("--change-feed-poll must be 10ms or more, --change-feed-window 100ms or more, --change-feed-shards from 1 to 256")
-	case c.Subscriptions.BufferBytes < 1<<10 || c.Subscriptions.ListBytes < c.Subscriptions.BufferBytes || c.Subscriptions.TotalBytes < c.Subscriptions.ListBytes || c.Subscriptions.CatchUpBytes < 4<<20 || c.Subscriptions.SlowTimeout <= 0:
-		return c, fmt.Errorf("--subscription-buffer-bytes must be 1KiB or more, --watched-list-bytes at least that, --subscription-memory at least --watched-list-bytes, --catch-up-bytes 4MiB or more, --subscription-slow-timeout above 0")
+	case c.Feed.Retention < 2*c.Feed.Window:
+		return c, fmt.Errorf("--change-feed-retention %v: must be at least twice --change-feed-window (%v)", c.Feed.Retention, c.Feed.Window)
+	case c.Subscriptions.BufferBytes < 1<<10 || c.Subscriptions.SlowTimeout <= 0:
+		return c, fmt.Errorf("--subscription-buffer-bytes must be 1KiB or more, --subscription-slow-timeout above 0")
 	case c.Subscriptions.MaxLists < 1 || c.Subscriptions.PerConnection < 1 || c.Subscriptions.PerCaller < 1 || c.Subscriptions.MaxSockets < 1:
 		return c, fmt.Errorf("--max-watched-lists, --max-subscriptions-per-connection, --max-subscriptions-per-caller and --max-websockets must be 1 or more")
 	case c.Subscriptions.MaxPending < 1 || c.Subscriptions.MaxPendingPerAddress < 1 || c.Subscriptions.MaxOperations < 1 || c.Subscriptions.InitTimeout <= 0:
@@ -366,6 +370,10 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--log-format %q: must be text or json", c.LogFormat)
 	case c.CQLConnections < 1 || c.CQLTimeout <= 0:
 		return c, fmt.Errorf("--cql-connections must be 1 or more and --cql-timeout above 0")
+	}
+	sub := c.Subscriptions
+	if err := watch.CheckBounds(c.StoreLimits, watch.Defaults.CatchUpPage, sub.CatchUpBytes, sub.ListBytes, sub.TotalBytes); err != nil {
+		return c, err
 	}
 	return c, nil
 }

@@ -225,7 +225,7 @@ func newAuthenticator(cfg config, log *slog.Logger) (*auth.Authenticator, error)
 // schema if asked), else the embedded store in the data folder.
 func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger) (store.Store, error) {
 	if len(cfg.CQLHosts) == 0 {
-		s, err := embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute, Now: cfg.now, Limits: cfg.StoreLimits, MeterProvider: tel.MeterProvider,
+		s, err := embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute, Now: cfg.now, Limits: cfg.StoreLimits, MeterProvider: tel.MeterProvider, FeedRetention: cfg.Feed.Retention,
 			RecreateWait: cfg.FeatureStaleness + features.ClockSkew})
 		var inUse *embedded.InUseError
 		if errors.As(err, &inUse) {

@@ -380,7 +380,9 @@ func readUntilEnded(t *testing.T, c *wsClient, id string, seen map[string]bool, 
 		}
 		var p struct {
 			Data   struct{ ListItemsAdded struct{ Value string } }
-			Errors []struct{ Extensions struct{ Code, Position string } }
+			Errors []struct {
+				Extensions struct{ Code, Position string }
+			}
 		}
 		payload := msg.Payload
 		if msg.Type == "error" { // its payload is the errors alone

@@ -147,16 +147,10 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	need := PageNeed(cfg.CatchUpPage, cfg.Store.Limits())
-	add := AddNeed(cfg.Store.Limits())
-	switch {
-	case cfg.CatchUpBytes < need:
-		return nil, fmt.Errorf("--catch-up-bytes %d: less than one catch-up page may hold (%d bytes: %d items of --max-value-bytes, or one add of --max-add-bytes); no catch-up could start", cfg.CatchUpBytes, need, cfg.CatchUpPage)
-	case cfg.ListBytes < add:
-		return nil, fmt.Errorf("--watched-list-bytes %d: less than one add may hold (%d bytes: --max-add-bytes, and %d bytes an item for --max-add-items); one add would end every subscription of its list", cfg.ListBytes, add, entryOverhead)
-	case cfg.TotalBytes < cfg.ListBytes:
-		return nil, fmt.Errorf("--subscription-memory %d: less than --watched-list-bytes %d", cfg.TotalBytes, cfg.ListBytes)
+	if err := CheckBounds(cfg.Store.Limits(), cfg.CatchUpPage, cfg.CatchUpBytes, cfg.ListBytes, cfg.TotalBytes); err != nil {
+		return nil, err
 	}
+	need := PageNeed(cfg.CatchUpPage, cfg.Store.Limits())
 	h := &Hub{cfg: cfg, catchUp: semaphore.NewWeighted(cfg.CatchUpBytes), pageNeed: need, lists: map[store.ListID]*list{},
 		stop: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if err := h.instrument(cfg.Meter); err != nil {
@@ -166,6 +160,23 @@ func New(cfg Config) (*Hub, error) {
 	go h.follow()
 	go h.tick()
 	return h, nil
+}
+
+// CheckBounds refuses bounds that cannot work with a store's limits,
+// naming the flag to raise: catch-up bytes that cannot hold one page (no
+// catch-up could start), a list's bound below one add (an add would end
+// every subscription of its list), or a total below one list's.
+func CheckBounds(l store.Limits, page int, catchUp, list, total int64) error {
+	if need := PageNeed(page, l); catchUp < need {
+		return fmt.Errorf("--catch-up-bytes %d: less than one catch-up page may hold (%d bytes: %d items of --max-value-bytes, or one add of --max-add-bytes); no catch-up could start", catchUp, need, page)
+	}
+	if add := AddNeed(l); list < add {
+		return fmt.Errorf("--watched-list-bytes %d: less than one add may hold (%d bytes: --max-add-bytes, and %d bytes an item for --max-add-items); one add would end every subscription of its list", list, add, entryOverhead)
+	}
+	if total < list {
+		return fmt.Errorf("--subscription-memory %d: less than --watched-list-bytes %d", total, list)
+	}
+	return nil
 }
 
 // PageNeed is what one catch-up page may hold, at worst: page items of
@@ -266,11 +277,11 @@ type Subscription struct {
 	done   chan struct{} // closed when the hub ends it
 
 	// The hub's, under Hub.mu.
-	next   uint64         // the next entry of list.items to read
-	err    error          // why it ended, set before done closes
-	over   time.Time      // when it fell more than SubscriptionBytes behind; zero if not
-	held   int64          // catch-up bytes held
-	asked  time.Time      // when Next was last called, while it holds catch-up bytes
+	next  uint64    // the next entry of list.items to read
+	err   error     // why it ended, set before done closes
+	over  time.Time // when it fell more than SubscriptionBytes behind; zero if not
+	held  int64     // catch-up bytes held
+	asked time.Time // when Next was last called, while it holds catch-up bytes
 
 	// Its reader's: of the goroutine that calls Next and Sent, never the
 	// hub's.
