@@ -325,7 +325,7 @@ func (c *connection) run(ctx context.Context, s *started, m message, received ti
 	}
 }
 
-// admit decides whether the operation may take a slot: its caller is
+// admit decides whether the operation may wait for a slot: its caller is
 // not blocked, and its payload is a request. A refusal ends it.
 func (c *connection) admit(timed context.Context, s *started, op *operation.Operation, m message) (*graphql.RawParams, string, bool) {
 	if _, err := c.s.h.callers.Blocked(timed, op.Caller, op.Principal); err != nil {
@@ -341,13 +341,21 @@ func (c *connection) admit(timed context.Context, s *started, op *operation.Oper
 	return params, documentID, true
 }
 
-// inSlot holds a slot of --max-in-flight while the operation's document is
-// resolved and the operation parsed and validated; a query or mutation
-// then runs in it, and a subscription is returned, to stream once the
-// slot is given back. It returns nil when the operation has ended.
+// inSlot holds a slot of --max-in-flight, waited for until the deadline,
+// while the operation's document is resolved and the operation parsed and
+// validated; a query or mutation then runs in it, and a subscription is
+// returned, to stream once the slot is given back. It returns nil when
+// the operation has ended.
 func (c *connection) inSlot(ctx, timed context.Context, s *started, op *operation.Operation, params *graphql.RawParams, documentID string) *graphql.OperationContext {
-	release, err := c.s.h.admit(timed, op.Caller)
-	if err != nil {
+	release, err := c.s.h.admitWaiting(timed, op.Caller)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		// The client completed it while it waited, or went away.
+		op.Canceled()
+		s.drop()
+		return nil
+	default:
 		s.fail(timed, errorList(err))
 		return nil
 	}
