@@ -26,17 +26,22 @@ import (
 // of the operations it runs. Each subscribe message starts an operation of
 // its own (package operation), served under every rule a POST is.
 type connection struct {
-	s         *sockets
-	ws        *websocket.Conn
+	s  *sockets
+	ws *websocket.Conn
+	// Set by the read loop up to connection_init, before any operation
+	// starts; read-only after.
 	principal *auth.Principal
 	caller    string
 	addr      string
 
+	// Guarded by mu: the read loop adds an operation, and the operation's
+	// goroutine gives it back (started.release).
 	mu      sync.Mutex
 	active  map[string]context.CancelFunc // operations started, by id
 	running int                           // of them, queries and mutations past their parsing
 	subs    int                           // of them, subscriptions past their parsing
-	ops     sync.WaitGroup
+
+	ops sync.WaitGroup // operations' goroutines, which serve waits for
 }
 
 // message is a graphql-transport-ws message.
@@ -210,7 +215,7 @@ func (c *connection) subscribe(ctx context.Context, m message) bool {
 	c.active[m.ID] = cancel
 	c.mu.Unlock()
 	c.ops.Add(1)
-	go c.run(opCtx, cancel, m, received)
+	go c.run(opCtx, &started{c: c, id: m.ID, cancel: cancel, place: func() {}}, m, received)
 	return true
 }
 
@@ -219,7 +224,7 @@ func (c *connection) subscribe(ctx context.Context, m message) bool {
 func (c *connection) refuse(ctx context.Context, id string, received time.Time, err error) {
 	op := c.operation(received)
 	ctx = operation.With(ctx, op)
-	c.error(ctx, id, c.s.h.exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)}).Errors)
+	c.error(ctx, id, c.s.h.exec.DispatchError(ctx, errorList(err)).Errors)
 	c.s.h.observer.done(ctx, op)
 }
 
@@ -229,139 +234,246 @@ func (c *connection) operation(received time.Time) *operation.Operation {
 	return op
 }
 
+// started is an operation a subscribe message started. Its id, and its
+// place among the connection's operations, are the connection's until
+// release gives them back: once, on each path, just before the
+// operation's last message (or in its stead), so that a client that reads
+// that message may use them again at once. Each path ends with one of
+// fail, answer, complete and drop. A started belongs to its operation's
+// goroutine.
+type started struct {
+	c      *connection
+	id     string
+	cancel context.CancelFunc // ends the operation: the client's complete, or the connection's end
+	// place gives back the operation's place among the connection's
+	// queries and mutations running or its subscriptions, once it has
+	// taken one (a no-op until then).
+	place func()
+}
+
+// release gives back the operation's place and its id.
+func (s *started) release() {
+	s.place()
+	s.c.mu.Lock()
+	delete(s.c.active, s.id)
+	s.c.mu.Unlock()
+}
+
+// fail ends the operation with an error message of errs, presented as
+// gqlgen presents an operation's errors.
+func (s *started) fail(ctx context.Context, errs gqlerror.List) {
+	s.failPresented(ctx, s.c.s.h.exec.DispatchError(ctx, errs).Errors)
+}
+
+// failPresented ends the operation with an error message of errs as they
+// are.
+func (s *started) failPresented(ctx context.Context, errs gqlerror.List) {
+	s.release()
+	s.c.error(ctx, s.id, errs)
+}
+
+// answer ends a query or mutation with its result: a next, then a
+// complete.
+func (s *started) answer(ctx context.Context, resp *graphql.Response) {
+	if !s.c.next(ctx, s.id, resp) {
+		s.drop()
+		return
+	}
+	s.complete(ctx)
+}
+
+// complete ends the operation with a complete message.
+func (s *started) complete(ctx context.Context) {
+	s.release()
+	s.c.write(ctx, message{Type: "complete", ID: s.id})
+}
+
+// drop ends the operation with no message: the client completed it or
+// went away, or its connection cannot be written to.
+func (s *started) drop() {
+	s.release()
+}
+
 // run serves one operation under the rules of a POST: a slot of
 // --max-in-flight, the deadline, the guards, the response byte budget, its
-// log line and metrics. A subscription holds no slot and has no deadline,
-// but counts against the subscriptions of the connection and the caller.
-func (c *connection) run(ctx context.Context, cancel context.CancelFunc, m message, received time.Time) {
+// log line and metrics. A subscription holds its slot only while it is
+// parsed, and has no deadline; it counts against the subscriptions of the
+// connection and the caller.
+func (c *connection) run(ctx context.Context, s *started, m message, received time.Time) {
 	h := c.s.h
 	op := c.operation(received)
 	ctx = operation.With(graphql.StartOperationTrace(ctx), op)
-	running, freed := false, false
-	var unsubscribe func()
-	// free gives the operation's id and its place among the connection's
-	// operations back, before its last message: once the client reads
-	// that, it may use them again.
-	free := func() {
-		if freed {
-			return
-		}
-		freed = true
-		if unsubscribe != nil {
-			unsubscribe()
-		}
-		c.mu.Lock()
-		delete(c.active, m.ID)
-		if running {
-			c.running--
-		}
-		c.mu.Unlock()
-	}
 	defer func() {
 		if p := recover(); p != nil {
-			err := h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)
-			free()
-			c.error(ctx, m.ID, gqlerror.List{err})
+			// What panics is a path's work before its end (every end is
+			// this file's own writing), so the operation has not ended.
+			s.failPresented(ctx, gqlerror.List{h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)})
 		}
-		free()
-		cancel()
+		s.cancel()
 		op.End()
 		h.observer.done(ctx, op)
 		c.ops.Done()
 	}()
 	timed, cancelTimed := context.WithDeadline(ctx, received.Add(h.limits.RequestTimeout))
 	defer cancelTimed()
-	fail := func(ctx context.Context, errs gqlerror.List) {
-		errs = h.exec.DispatchError(ctx, errs).Errors
-		free()
-		c.error(ctx, m.ID, errs)
-	}
-	if _, err := h.callers.Blocked(timed, op.Caller, op.Principal); err != nil {
-		fail(timed, gqlerror.List{gqlerror.WrapPath(nil, err)})
+	params, documentID, ok := c.admit(timed, s, op, m)
+	if !ok {
 		return
+	}
+	if rc := c.inSlot(ctx, timed, s, op, params, documentID); rc != nil {
+		c.subscription(ctx, s, op, rc)
+	}
+}
+
+// admit decides whether the operation may wait for a slot: its caller is
+// not blocked, and its payload is a request. A refusal ends it.
+func (c *connection) admit(timed context.Context, s *started, op *operation.Operation, m message) (*graphql.RawParams, string, bool) {
+	if _, err := c.s.h.callers.Blocked(timed, op.Caller, op.Principal); err != nil {
+		s.fail(timed, errorList(err))
+		return nil, "", false
 	}
 	params := new(graphql.RawParams)
 	documentID, err := decodeParams("subscribe payload", m.Payload, params)
 	if err != nil {
-		fail(timed, gqlerror.List{gqlerror.WrapPath(nil, err)})
-		return
+		s.fail(timed, errorList(err))
+		return nil, "", false
 	}
-	release, err := h.admit(timed, op.Caller)
-	if err != nil {
-		fail(timed, gqlerror.List{gqlerror.WrapPath(nil, err)})
-		return
+	return params, documentID, true
+}
+
+// inSlot holds a slot of --max-in-flight, waited for until the deadline,
+// while the operation's document is resolved and the operation parsed and
+// validated; a query or mutation then runs in it, and a subscription is
+// returned, to stream once the slot is given back. It returns nil when
+// the operation has ended.
+func (c *connection) inSlot(ctx, timed context.Context, s *started, op *operation.Operation, params *graphql.RawParams, documentID string) *graphql.OperationContext {
+	release, err := c.s.h.admitWaiting(timed, op.Caller)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		// The client completed it while it waited, or went away.
+		op.Canceled()
+		s.drop()
+		return nil
+	default:
+		s.fail(timed, errorList(err))
+		return nil
 	}
-	defer func() { release() }()
+	defer release()
+	rc, ok := c.parse(timed, s, op, params, documentID)
+	switch {
+	case !ok:
+		return nil
+	case rc.Operation.Operation == ast.Subscription:
+		return rc
+	}
+	c.query(ctx, timed, s, op, rc)
+	return nil
+}
+
+// parse resolves the operation's trusted document, and parses and
+// validates it through the guards. A refusal ends it.
+func (c *connection) parse(timed context.Context, s *started, op *operation.Operation, params *graphql.RawParams, documentID string) (*graphql.OperationContext, bool) {
+	h := c.s.h
 	if err := h.resolveDocument(timed, op, params, documentID); err != nil {
-		fail(timed, gqlerror.List{gqlerror.WrapPath(nil, err)})
-		return
+		s.fail(timed, errorList(err))
+		return nil, false
 	}
-	params.ReadTime = graphql.TraceTiming{Start: received, End: graphql.Now()}
+	params.ReadTime = graphql.TraceTiming{Start: op.Start, End: graphql.Now()}
 	rc, errs := h.exec.CreateOperationContext(timed, params)
 	if errs != nil {
-		fail(graphql.WithOperationContext(timed, rc), errs)
+		s.fail(graphql.WithOperationContext(timed, rc), errs)
+		return nil, false
+	}
+	return rc, true
+}
+
+// query runs a query or mutation, if the connection runs fewer than
+// --max-websocket-operations, and answers it: its result by its deadline,
+// or TIMEOUT; nothing once the client has completed it.
+func (c *connection) query(ctx, timed context.Context, s *started, op *operation.Operation, rc *graphql.OperationContext) {
+	h := c.s.h
+	leave, err := c.takeRunning()
+	if err != nil {
+		s.fail(timed, errorList(err))
 		return
 	}
-	if rc.Operation.Operation != ast.Subscription {
+	s.place = leave
+	responses, timed := h.exec.DispatchOperation(timed, rc)
+	resp := responses(timed)
+	switch {
+	case ctx.Err() != nil:
+		// The client completed it, or went away: nothing more is sent.
+		op.Canceled()
+		s.drop()
+	case resp == nil && errors.Is(timed.Err(), context.DeadlineExceeded):
+		s.answer(timed, h.exec.DispatchError(timed, errorList(errkind.DeadlinePassed)))
+	case resp == nil:
+		s.drop()
+	default:
+		s.answer(timed, resp)
+	}
+}
+
+// takeRunning takes a place among the queries and mutations the
+// connection runs at once, or says that they are at their bound.
+func (c *connection) takeRunning() (leave func(), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running >= c.s.cfg.MaxOperations {
+		return nil, fmt.Errorf("%w: this connection runs its limit of %d queries and mutations at once (--max-websocket-operations); wait for an answer", errkind.Refused, c.s.cfg.MaxOperations)
+	}
+	c.running++
+	return func() {
 		c.mu.Lock()
-		running = c.running < c.s.cfg.MaxOperations
-		if running {
-			c.running++
-		}
+		c.running--
 		c.mu.Unlock()
-		if !running {
-			fail(timed, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w: this connection runs its limit of %d queries and mutations at once (--max-websocket-operations); wait for an answer", errkind.Refused, c.s.cfg.MaxOperations))})
-			return
-		}
-		responses, timed := h.exec.DispatchOperation(timed, rc)
-		resp := responses(timed)
-		switch {
-		case ctx.Err() != nil:
-			// The client completed it, or went away: nothing more is sent.
-			op.Canceled()
-			return
-		case resp == nil && errors.Is(timed.Err(), context.DeadlineExceeded):
-			resp = h.exec.DispatchError(timed, gqlerror.List{gqlerror.WrapPath(nil, errkind.DeadlinePassed)})
-		case resp == nil:
-			return
-		}
-		if c.next(timed, m.ID, resp) {
-			free()
-			c.write(timed, message{Type: "complete", ID: m.ID})
-		}
+	}, nil
+}
+
+// subscription streams a subscription, unless the connection or its
+// caller holds its bound of subscriptions, or the gateway is shutting
+// down. Shutdown waits for its last message.
+func (c *connection) subscription(ctx context.Context, s *started, op *operation.Operation, rc *graphql.OperationContext) {
+	leave, err := c.s.acquireSubscription(ctx, c)
+	if err != nil {
+		s.fail(ctx, errorList(err))
 		return
 	}
-	// A subscription: it gives back its slot, and counts as one.
-	release()
-	release = func() {}
-	if unsubscribe, err = c.s.acquireSubscription(ctx, c); err != nil {
-		fail(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)})
-		return
-	}
+	s.place = leave
 	if !c.s.begin(&c.s.streams) {
-		fail(ctx, gqlerror.List{gqlerror.WrapPath(nil, fmt.Errorf("%w: the gateway is shutting down; connect to another replica", errkind.Refused))})
+		s.fail(ctx, errorList(fmt.Errorf("%w: the gateway is shutting down; connect to another replica", errkind.Refused)))
 		return
 	}
 	defer c.s.streams.Done()
-	responses, sctx := h.exec.DispatchOperation(ctx, rc)
-	for {
-		resp := responses(sctx)
-		if resp == nil {
-			break
-		}
-		if !c.next(sctx, m.ID, resp) {
+	c.stream(ctx, s, op, rc)
+}
+
+// stream writes each result of a subscription, then ends it: with its
+// error (TOO_SLOW, NOT_FOUND, …), with a complete once its stream ends
+// (at shutdown too), or with nothing once the client has completed it.
+func (c *connection) stream(ctx context.Context, s *started, op *operation.Operation, rc *graphql.OperationContext) {
+	responses, sctx := c.s.h.exec.DispatchOperation(ctx, rc)
+	for resp := responses(sctx); resp != nil; resp = responses(sctx) {
+		if !c.next(sctx, s.id, resp) {
+			s.drop()
 			return
 		}
 	}
 	switch err := op.StreamErr(); {
 	case ctx.Err() != nil && c.s.closing.Err() == nil:
 		op.Canceled() // completed by the client, or the connection closed
+		s.drop()
 	case err != nil:
-		fail(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)})
+		s.fail(ctx, errorList(err))
 	default:
-		free()
-		c.write(ctx, message{Type: "complete", ID: m.ID})
+		s.complete(ctx)
 	}
+}
+
+// errorList is err as the errors of a response, at no path.
+func errorList(err error) gqlerror.List {
+	return gqlerror.List{gqlerror.WrapPath(nil, err)}
 }
 
 // next sends one result of an operation.

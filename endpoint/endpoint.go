@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -55,7 +54,7 @@ type Limits struct {
 	MaxFields        int   // fields of one operation, fragments expanded
 	MaxBodyBytes     int64 // largest request body, or subscribe message
 	MaxResponseBytes int   // list items one response may carry, in bytes
-	MaxInFlight      int   // queries and mutations served at once; more are refused
+	MaxInFlight      int   // queries and mutations served at once; more over HTTP are refused, a subscribe message waits
 	// MaxInFlightComplexity bounds the complexity of the operations running
 	// at once; one that does not fit waits for room until its deadline.
 	MaxInFlightComplexity int
@@ -115,15 +114,11 @@ type Handler struct {
 	auth     *auth.Authenticator
 	limits   Limits
 	hosts    hosts
-	inFlight chan struct{} // a slot per query or mutation being served
+	inFlight *slots // --max-in-flight, each caller's share of them
 	callers  *guards.Callers
 	docs     *documents.Trusted
-	// slots are the slots of inFlight each caller holds, at most slotShare.
-	mu        sync.Mutex
-	slots     map[string]int
-	slotShare int
-	observer  *observer
-	sockets   *sockets
+	observer *observer
+	sockets  *sockets
 }
 
 // New returns the endpoint: POST and GET, and graphql-transport-ws on
@@ -192,13 +187,17 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 
+	inFlight, err := newSlots(max(cfg.Limits.MaxInFlight, 1), max(1, int(share*float64(max(cfg.Limits.MaxInFlight, 1)))), meter)
+	if err != nil {
+		return nil, err
+	}
+
 	x := executor.New(exec.NewExecutableSchema(exec.Config{Resolvers: graph.NewResolver(svc)}))
 	x.SetDefaultRulesFn(guards.ValidationRules)
 	extensions{cfg: cfg, lists: svc, budget: budget, callers: callers, tracer: tracer, spans: !tracingOff,
 		present: errorPresenter(cfg.Log, socks.countRefusal), recover: onPanic}.install(x)
 	h := &Handler{exec: x, lists: svc, auth: cfg.Auth, limits: cfg.Limits, hosts: newHosts(cfg.Hosts, !cfg.Auth.Configured()),
-		inFlight: make(chan struct{}, max(cfg.Limits.MaxInFlight, 1)), callers: callers, docs: cfg.Documents, slots: map[string]int{},
-		slotShare: max(1, int(share*float64(max(cfg.Limits.MaxInFlight, 1)))), observer: obs, sockets: socks}
+		inFlight: inFlight, callers: callers, docs: cfg.Documents, observer: obs, sockets: socks}
 	socks.h = h
 	return h, nil
 }
@@ -333,34 +332,45 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 	return 0, nil
 }
 
-// admit takes a slot of --max-in-flight for a query or mutation, or
+// admit takes a slot of --max-in-flight for an operation over HTTP, or
 // refuses it at once rather than queue, so that memory and latency stay
 // bounded; the client retries, on another replica behind a load balancer.
 // A caller holding its share of the slots is refused THROTTLED.
 func (h *Handler) admit(ctx context.Context, caller string) (release func(), err error) {
-	select {
-	case h.inFlight <- struct{}{}:
-	default:
+	release, err = h.inFlight.take(caller)
+	switch {
+	case errors.Is(err, errAllSlots):
 		h.observer.refused.Add(ctx, 1)
-		return nil, fmt.Errorf("%w: the gateway is serving its limit of %d requests (--max-in-flight); retry", errkind.Refused, cap(h.inFlight))
-	}
-	h.mu.Lock()
-	if h.slots[caller] >= h.slotShare {
-		h.mu.Unlock()
-		<-h.inFlight
+		return nil, fmt.Errorf("%w: the gateway is serving its limit of %d requests (--max-in-flight); retry", errkind.Refused, h.inFlight.size())
+	case errors.Is(err, errShareSlots):
 		h.callers.Shared(ctx, caller)
-		return nil, fmt.Errorf("%w: this caller has %d requests in flight, its share of the %d this gateway serves at once (--caller-max-in-flight-share of --max-in-flight); retry in 1 s, or once they answer", errkind.Throttled, h.slotShare, cap(h.inFlight))
+		return nil, fmt.Errorf("%w: this caller has %d requests in flight, its share of the %d this gateway serves at once (--caller-max-in-flight-share of --max-in-flight); retry in 1 s, or once they answer", errkind.Throttled, h.inFlight.share, h.inFlight.size())
 	}
-	h.slots[caller]++
-	h.mu.Unlock()
-	return func() {
-		h.mu.Lock()
-		if h.slots[caller]--; h.slots[caller] == 0 {
-			delete(h.slots, caller)
-		}
-		h.mu.Unlock()
-		<-h.inFlight
-	}, nil
+	return release, nil
+}
+
+// admitWaiting takes a slot of --max-in-flight for the operation of a
+// WebSocket's subscribe message, waiting for room in the slots and in its
+// caller's share until ctx ends, where a request over HTTP is refused at
+// once: graphql-ws clients do not retry an operation refused, and after a
+// restart or a network blip a fleet of them subscribes again all at once.
+// The wait is bounded by the operation's deadline, and by the operations a
+// WebSocket may hold; it is refused, and counted, only once that passes. A
+// client that ends the operation while it waits gets ctx's error.
+func (h *Handler) admitWaiting(ctx context.Context, caller string) (release func(), err error) {
+	release, err = h.inFlight.wait(ctx, caller)
+	switch {
+	case err == nil:
+		return release, nil
+	case errors.Is(ctx.Err(), context.Canceled):
+		return nil, ctx.Err()
+	case errors.Is(err, errAllSlots):
+		h.observer.refused.Add(ctx, 1)
+		return nil, fmt.Errorf("%w: the gateway served its limit of %d requests (--max-in-flight) until this operation's deadline (--request-timeout); retry", errkind.Refused, h.inFlight.size())
+	default:
+		h.callers.Shared(ctx, caller)
+		return nil, fmt.Errorf("%w: this caller had %d requests in flight, its share of the %d this gateway serves at once (--caller-max-in-flight-share of --max-in-flight), until this operation's deadline (--request-timeout); retry", errkind.Throttled, h.inFlight.share, h.inFlight.size())
+	}
 }
 
 // resolveDocument puts in params the text of the trusted document the

@@ -272,7 +272,8 @@ func (s contextStore) Items(ctx context.Context, l store.List, r store.Range) (s
 
 // A WebSocket runs at most --max-websocket-operations queries and
 // mutations at once, and each under the POST's bounds: a slot of
-// --max-in-flight, the deadline, the in-flight complexity budget.
+// --max-in-flight (waited for), the deadline, the in-flight complexity
+// budget.
 func TestWebSocketOperationsAreBounded(t *testing.T) {
 	m, metered := withMeters(t)
 	s := contextStore{Store: embeddedStore(t), started: make(chan struct{}, 10)}
@@ -315,17 +316,25 @@ func TestWebSocketOperationsAreBounded(t *testing.T) {
 		}
 	}
 	// Two HTTP reads hold both slots of --max-in-flight: the socket's
-	// query is refused as a POST would be.
+	// query waits for one (where a POST is refused), until the client
+	// completes it; then nothing is sent for it, and nothing is refused.
 	var wg sync.WaitGroup
 	for range 2 {
 		other := *g
 		wg.Go(func() { other.do(read, nil) })
 		<-s.started
 	}
-	if _, errs := c.query("full", read); !strings.Contains(errs, "UNAVAILABLE") || !strings.Contains(errs, "--max-in-flight") {
-		t.Fatalf("a query while --max-in-flight are served: %s", errs)
-	}
+	c.subscribe("full", read)
+	m.await(1, "listgate.inflight.waiting")
+	c.send(wsMessage{ID: "full", Type: "complete"})
+	m.await(0, "listgate.inflight.waiting")
 	wg.Wait()
+	if next, errs := c.query("after", `{ __typename }`); errs != "" || !strings.Contains(string(next), "Query") {
+		t.Fatalf("a query after one completed while it waited: %s %s", next, errs)
+	}
+	if n := m.value("listgate.graphql.refused"); n != 0 {
+		t.Fatalf("listgate_graphql_refused_total = %d, want 0", n)
+	}
 }
 
 // WebSockets that never send their connection_init take slots of a pool
