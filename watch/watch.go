@@ -112,7 +112,11 @@ type Hub struct {
 	total  int64          // bytes of the items kept for every list
 	cursor store.Position // the feed is read into the lists up to here
 	run    uint64         // counts the times watching began: a read of an earlier run is dropped
-	closed bool
+	reads  uint64         // counts the reads of the feed begun
+	// reading is set while a read is in flight: a list watched from then
+	// on is left out of it, and its coverage is known when it ends.
+	reading bool
+	closed  bool
 
 	// Read by the metrics' callbacks, which take no lock of the hub's.
 	buffered atomic.Int64 // total, as last set
@@ -231,8 +235,16 @@ func reason(r string) metric.AddOption {
 // list is a watched list: the items added since its slowest subscription
 // read, and its subscriptions. Guarded by Hub.mu.
 type list struct {
-	key     store.ListID
-	l       store.List
+	key store.ListID
+	l   store.List
+	// born is the count of reads begun when the list was first watched:
+	// reads begun after take its records. covered, once ready, is where
+	// those reads began: every record of the list after it reaches the
+	// buffer; a subscription that starts before it reads the rest from the
+	// store.
+	born    uint64
+	covered store.Position
+	ready   bool
 	base    uint64  // the sequence number of items[0]
 	items   []entry // oldest first
 	bytes   int64   // of items
@@ -277,17 +289,20 @@ type Subscription struct {
 	done   chan struct{} // closed when the hub ends it
 
 	// The hub's, under Hub.mu.
-	next  uint64    // the next entry of list.items to read
-	err   error     // why it ended, set before done closes
-	over  time.Time // when it fell more than SubscriptionBytes behind; zero if not
-	held  int64     // catch-up bytes held
-	asked time.Time // when Next was last called, while it holds catch-up bytes
+	next    uint64         // the next entry of list.items to read
+	joined  store.Position // where the list's buffer covers it from: records up to it come from the store
+	knownAt bool           // joined is known
+	err     error          // why it ended, set before done closes
+	over    time.Time      // when it fell more than SubscriptionBytes behind; zero if not
+	held    int64          // catch-up bytes held
+	asked   time.Time      // when Next was last called, while it holds catch-up bytes
 
 	// Its reader's: of the goroutine that calls Next and Sent, never the
 	// hub's.
 	resume   store.Position // after the last item sent: where to resume
 	page     []Delivery     // of a catch-up, being given
 	since    string         // where the next page of the list starts; "" once read
+	bounded  bool           // from and to are set
 	from, to store.Position // the feed's records to read from the store, after from up to to's
 	sent     int            // items of catch-up pages
 }
@@ -366,25 +381,33 @@ func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head stor
 			default:
 			}
 		}
-		w = &list{key: key, l: l, subs: map[*Subscription]struct{}{}}
+		w = &list{key: key, l: l, subs: map[*Subscription]struct{}{}, born: h.reads}
+		if !h.reading {
+			w.covered, w.ready = h.cursor, true
+		}
 		h.lists[key] = w
 		h.watched.Add(ctx, 1)
 	}
-	if s.start.Less(h.cursor) {
-		s.from, s.to = s.start, h.cursor
-	}
 	s.list, s.next = w, w.end()
+	if w.ready {
+		// Records after the cursor reach the buffer after s.next.
+		s.joined, s.knownAt = h.cursor, true
+	}
 	w.subs[s] = struct{}{}
 	h.active.Add(ctx, 1)
 	return nil
 }
 
-// isWatched says whether a list is watched: what the store asks as it
-// reads the feed, with no lock of its own held.
-func (h *Hub) isWatched(id store.ListID) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lists[id] != nil
+// watchedBefore says, for the read r, whether a list was watched when it
+// began: what the store asks as it reads the feed, with no lock of its own
+// held. A list watched during the read is left out of it whole.
+func (h *Hub) watchedBefore(r uint64) func(store.ListID) bool {
+	return func(id store.ListID) bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		w := h.lists[id]
+		return w != nil && w.born < r
+	}
 }
 
 // follow reads the feed into the watched lists while any is watched, from
@@ -401,6 +424,11 @@ func (h *Hub) follow() {
 	for {
 		h.mu.Lock()
 		at, run, watching := h.cursor, h.run, len(h.lists) > 0
+		if watching {
+			h.reads++
+			h.reading = true
+		}
+		r := h.reads
 		h.mu.Unlock()
 		if !watching {
 			select {
@@ -410,11 +438,12 @@ func (h *Hub) follow() {
 				return
 			}
 		}
-		changes, reached, err := h.cfg.Store.ReadFeed(ctx, at, h.isWatched, readBytes)
-		if ctx.Err() != nil {
-			return
-		}
+		changes, reached, err := h.cfg.Store.ReadFeed(ctx, at, h.watchedBefore(r), readBytes)
 		if err != nil {
+			h.take(r, run, nil, at) // nothing read: the cursor stays
+			if ctx.Err() != nil {
+				return
+			}
 			if time.Since(failing) > time.Minute {
 				failing = time.Now()
 				h.cfg.Log.Warn("reading the change feed failed; retrying (logged once a minute)", "err", err)
@@ -424,7 +453,7 @@ func (h *Hub) follow() {
 			}
 			continue
 		}
-		h.take(run, changes, reached)
+		h.take(r, run, changes, reached)
 		h.records.Add(ctx, int64(len(changes)))
 		if n := len(changes); n > 0 && reached.Record == changes[n-1].Record {
 			continue // stopped at its bound: more to read
@@ -446,11 +475,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// take puts the records read into their lists, unless the hub stopped
-// watching since the read began, and enforces the bounds.
-func (h *Hub) take(run uint64, changes []store.Change, reached store.Position) {
+// take ends the read r: it puts the records read into their lists,
+// unless the hub stopped watching since the read began, and enforces the
+// bounds; the lists first watched during the read are covered from where
+// the next read begins.
+func (h *Hub) take(r, run uint64, changes []store.Change, reached store.Position) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.reading = false
+	defer h.cover(r)
 	if run != h.run {
 		return
 	}
@@ -459,7 +492,7 @@ func (h *Hub) take(run uint64, changes []store.Change, reached store.Position) {
 	touched := map[*list]struct{}{}
 	for _, c := range changes {
 		w := h.lists[c.List]
-		if w == nil {
+		if w == nil || w.born >= r {
 			continue
 		}
 		for i, it := range c.Items {
@@ -478,6 +511,27 @@ func (h *Hub) take(run uint64, changes []store.Change, reached store.Position) {
 	}
 	h.enforceTotal()
 	h.buffered.Store(h.total)
+}
+
+// cover sets the coverage of the lists first watched during the read r,
+// which left them out: every record after the cursor reaches their
+// buffers; their subscriptions read the rest from the store. h.mu is held.
+func (h *Hub) cover(r uint64) {
+	for _, w := range h.lists {
+		if w.ready || w.born != r {
+			continue
+		}
+		w.covered, w.ready = h.cursor, true
+		for s := range w.subs {
+			if !s.knownAt {
+				s.joined, s.knownAt = w.covered, true
+				select {
+				case s.notify <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
 }
 
 // push appends an item to a list's buffer.
@@ -660,6 +714,11 @@ func (h *Hub) tick() {
 // ctx ends (ctx.Err()); once the hub has ended the subscription it
 // returns why, at once, or ErrEnded when the hub closed.
 func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
+	if !s.bounded {
+		if err := s.bound(ctx); err != nil {
+			return Delivery{}, err
+		}
+	}
 	for len(s.page) > 0 || s.since != "" || s.from.Less(s.to) {
 		d, ok, err := s.nextCatchUp(ctx)
 		if err != nil || ok {
@@ -667,6 +726,35 @@ func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
 		}
 	}
 	return s.nextLive(ctx)
+}
+
+// bound sets what the subscription reads from the store: the records after
+// its start up to where the list's buffer covers it from, once the hub
+// knows (a list first watched while the hub reads the feed is covered from
+// where that read ends).
+func (s *Subscription) bound(ctx context.Context) error {
+	h := s.hub
+	for {
+		h.mu.Lock()
+		known, joined, err := s.knownAt, s.joined, s.ended()
+		h.mu.Unlock()
+		switch {
+		case err != nil:
+			return err
+		case known:
+			s.bounded = true
+			if s.start.Less(joined) {
+				s.from, s.to = s.start, joined
+			}
+			return nil
+		}
+		select {
+		case <-s.notify:
+		case <-s.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // nextLive gives the next item of the list's buffer after the start.

@@ -48,6 +48,12 @@ func (s *Store) CreateFeature(ctx context.Context, f store.Feature) (store.Featu
 	if err := store.CheckRecreate(&old, &f, deletedAt, now, s.cfg.RecreateWait); err != nil {
 		return store.Feature{}, err
 	}
+	if was, _ := existing["created_at"].(time.Time); !f.CreatedAt.After(was) {
+		// Another feature, another list in the change feed: created at
+		// once after its deletion, within the same millisecond, it still
+		// comes after the one deleted.
+		f.CreatedAt = was.Add(time.Millisecond).UTC()
+	}
 	f.ItemsSince = writeTimestamp()
 	applied, err = s.session.Query(s.stmt.recreateFeature, string(f.ValueType), ttl, f.Description, f.CreatedAt, nullable(f.MaxItems), f.ItemsSince, f.EntityType, f.Name, f.Version, deletedAt).
 		WithContext(ctx).SerialConsistency(s.cfg.SerialConsistency).Consistency(s.cfg.WriteConsistency).MapScanCAS(map[string]any{})

@@ -586,6 +586,12 @@ func (s *Store) CreateFeature(_ context.Context, f store.Feature) (store.Feature
 		}
 	}
 	f.CreatedAt = now.Truncate(time.Millisecond).UTC()
+	if exists && !f.CreatedAt.After(old.CreatedAt) {
+		// Another feature, another list in the change feed: created at
+		// once after its deletion, within the same millisecond, it still
+		// comes after the one deleted.
+		f.CreatedAt = old.CreatedAt.Add(time.Millisecond).UTC()
+	}
 	f.ItemsSince = 0
 	rec := featureRecord{ValueType: f.ValueType, TTLSeconds: int64(f.TTL / time.Second), Description: f.Description, MaxItems: f.MaxItems, CreatedAt: f.CreatedAt}
 	v, err := json.Marshal(rec)

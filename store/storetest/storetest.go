@@ -66,6 +66,7 @@ func Run(t *testing.T, open NewStore) {
 		{"CappedListShowsOnlyItsNewestItems", testCapReads},
 		{"CappedListIsTrimmedByAdds", testCapTrim},
 		{"RecreatedFeatureShowsNoItemOfTheDeletedOne", testRecreate},
+		{"RecreatedAtOnceIsAnotherList", testRecreateAtOnce},
 		{"SinceReadsOldestFirstFromAKey", testSince},
 		{"ValuesOfOneMD5AreNotTakenForEachOther", testHashCollision},
 		{"RemovalIsBoundedWindowedAndSaysWhatItDid", testRemovalBounds},
@@ -995,6 +996,25 @@ func testRemovalBounds(t *testing.T, h *harness) {
 	}
 	if cut != nil && (cut.Removed != 0 || !errors.Is(cut, context.Canceled)) {
 		t.Fatalf("a removal whose context ended says %v", cut)
+	}
+}
+
+// A feature deleted and created again at once, however quickly, is
+// created after the one deleted: its lists are others in the change feed.
+func testRecreateAtOnce(t *testing.T, h *harness) {
+	f := h.feature("f", "", day)
+	for range 5 {
+		if ok, err := h.s.DeleteFeature(h.ctx, f.EntityType, f.Name, f.Version); err != nil || !ok {
+			t.Fatalf("DeleteFeature = %v, %v", ok, err)
+		}
+		g, err := h.s.CreateFeature(h.ctx, store.Feature{EntityType: f.EntityType, Name: f.Name, ValueType: f.ValueType, TTL: f.TTL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !g.CreatedAt.After(f.CreatedAt) || h.list(&g, "u").ID() == h.list(f, "u").ID() {
+			t.Fatalf("created again at %v, the deleted one at %v", g.CreatedAt, f.CreatedAt)
+		}
+		f = &g
 	}
 }
 

@@ -1,0 +1,511 @@
+package watch_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/keys"
+	"github.com/listgate/listgate/watch"
+)
+
+// The model-based test of live lists: random adds (past, future and equal
+// timestamps, the same item again, bursts), subscriptions (from now on,
+// since a time, after a position received), clients that read slowly,
+// vanish and resume, features deleted and created again, against a store
+// and its hubs (two hubs on two sessions on Cassandra, as two gateways);
+// every delivery is compared with a model of the contract:
+//
+//   - a subscription delivers the items of every add to its list after its
+//     start, once, in the order of the adds, each add's items in key order;
+//   - after a position: what follows the item it names; since a time: first
+//     the list's items from then on, oldest first, all at its start;
+//   - a position is the same for an item through every hub;
+//   - TOO_SLOW names the position after the last item the client was sent,
+//     and resuming from it delivers exactly the rest;
+//   - a subscription to a feature deleted and created again ends NOT_FOUND.
+//
+// It runs a few seeds in `go test`; -model.seed reproduces one, and
+// FuzzHubModel runs many on the embedded store.
+
+var (
+	modelSeed   = flag.Uint64("model.seed", 0, "run the model test with this seed only")
+	modelRounds = flag.Int("model.rounds", 0, "rounds of the model test (default: by store)")
+)
+
+func TestHubAgainstModel(t *testing.T) {
+	seeds := []uint64{uint64(time.Now().UnixNano()), 1, 2}
+	if *modelSeed != 0 {
+		seeds = []uint64{*modelSeed}
+	}
+	for _, b := range backends(small) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			run, rounds := seeds, 30
+			if b.name == "cassandra" {
+				run, rounds = seeds[:1], 8 // each round waits for the feed to settle
+			}
+			if *modelRounds > 0 {
+				rounds = *modelRounds
+			}
+			for _, seed := range run {
+				runModel(t, b, seed, rounds)
+			}
+		})
+	}
+}
+
+// FuzzHubModel runs the model with seeds the fuzzer picks, on the embedded
+// store.
+func FuzzHubModel(f *testing.F) {
+	f.Add(uint64(1))
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		runModel(t, backends(small)[0], seed, 4)
+	})
+}
+
+func runModel(t *testing.T, b backend, seed uint64, rounds int) {
+	t.Logf("model seed %d (-model.seed=%d reproduces it)", seed, seed)
+	m := newModel(t, b, seed)
+	defer m.close()
+	for round := range rounds {
+		for range 1 + m.rng.IntN(8) {
+			m.step()
+		}
+		m.drain(fmt.Sprint("round ", round))
+	}
+	for i := range m.lists {
+		m.add(i, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte("the end")}})
+	}
+	m.drain("the end")
+	t.Logf("seed %d: %d adds; %d subscriptions ended TOO_SLOW and resumed, %d resumed by a client back, %d ended NOT_FOUND; %d items caught up by since",
+		seed, len(m.adds), m.slow, m.back, m.notFound, m.caughtUp)
+}
+
+// model is the contract's state, and the real hubs and subscriptions it
+// is compared with.
+type model struct {
+	t       *testing.T
+	rng     *rand.Rand
+	seed    uint64
+	writer  store.Store
+	hubs    []*watch.Hub
+	feature *store.Feature
+	goneMu  sync.Mutex     // gone is read by the hubs' tick goroutines
+	gone    map[int64]bool // CreatedAt of features deleted
+	lists   []store.List
+	content []map[string]store.Item // each list's items by key, as reads show them
+	adds    []modelAdd              // every add, in order
+	subs    []*modelSub
+	away    []*modelSub               // clients that vanished, to resume
+	known   map[store.Position][2]int // positions received, and the item (add, item) each names
+	names   map[[2]int]store.Position // the same, the other way
+	times   []int64                   // timestamps used, to use again
+	n       int                       // values made
+	named   int                       // subscriptions made
+	// What the run went through: subscriptions ended TOO_SLOW and
+	// resumed, resumed by a client that came back, ended NOT_FOUND, and
+	// items of catch-ups by since.
+	slow, back, notFound, caughtUp int
+}
+
+type modelAdd struct {
+	list  store.ListID
+	items []store.Item // in key order
+}
+
+// modelSub is a client's subscription: what it must receive next, in
+// order, and the position after what it received.
+type modelSub struct {
+	name   string
+	list   int
+	l      store.List // of the feature as it was when it began
+	listID store.ListID
+	hub    int
+	sub    *watch.Subscription
+	cancel context.CancelFunc
+	want   []want
+	last   *store.Position // of the last item sent to it
+	doomed bool            // its feature was deleted: NOT_FOUND may end it
+	since  *store.Position // the position its catch-up by since items share
+}
+
+// want is an item a subscription must receive: of an add (add ≥ 0, its
+// item), or of a catch-up by since (add < 0).
+type want struct {
+	add, item int
+	it        store.Item
+}
+
+func newModel(t *testing.T, b backend, seed uint64) *model {
+	writer := b.open(t)
+	stores := []store.Store{writer}
+	if b.name == "cassandra" {
+		stores = append(stores, b.open(t)) // another session, as another gateway
+	}
+	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, seed)), seed: seed, writer: writer, gone: map[int64]bool{}, known: map[store.Position][2]int{}, names: map[[2]int]store.Position{}}
+	for _, s := range stores {
+		hub, err := watch.New(watch.Config{Store: s, MaxLists: 100, Tick: 20 * time.Millisecond, Meter: metricnoop.NewMeterProvider().Meter(""),
+			SubscriptionBytes: smallAdd, ListBytes: smallAdd, TotalBytes: 3 * smallAdd / 2, SlowAfter: 50 * time.Millisecond,
+			Current: func(l store.List) error {
+				if m.isGone(l.Feature.CreatedAt.UnixNano()) {
+					return fmt.Errorf("%w: deleted", errkind.NotFound)
+				}
+				return nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.hubs = append(m.hubs, hub)
+	}
+	m.feature = feature(t, writer, 0)
+	m.setLists()
+	return m
+}
+
+func (m *model) isGone(createdAt int64) bool {
+	m.goneMu.Lock()
+	defer m.goneMu.Unlock()
+	return m.gone[createdAt]
+}
+
+func (m *model) setLists() {
+	m.lists, m.content = nil, nil
+	for i := range 3 {
+		m.lists = append(m.lists, store.List{Feature: m.feature, EntityID: fmt.Sprint("e", i)})
+		m.content = append(m.content, map[string]store.Item{})
+	}
+}
+
+func (m *model) close() {
+	for _, s := range append(m.subs, m.away...) {
+		if s.cancel != nil {
+			s.cancel()
+		}
+	}
+	for _, h := range m.hubs {
+		h.Close()
+	}
+}
+
+func (m *model) fatalf(format string, args ...any) {
+	m.t.Helper()
+	m.t.Fatalf("seed %d: "+format, append([]any{m.seed}, args...)...)
+}
+
+// step makes one random operation.
+func (m *model) step() {
+	switch r := m.rng.IntN(100); {
+	case r < 45:
+		m.randomAdd()
+	case r < 65:
+		m.subscribe(m.rng.IntN(len(m.lists)))
+	case r < 73:
+		m.vanish()
+	case r < 83:
+		m.resume()
+	case r < 97:
+		m.readSome()
+	default:
+		m.recreate()
+	}
+}
+
+func (m *model) timestamp() int64 {
+	now := time.Now().UnixNano()
+	switch r := m.rng.IntN(4); {
+	case r == 0 && len(m.times) > 0:
+		return m.times[m.rng.IntN(len(m.times))] // the same as another's
+	case r == 1:
+		return now - m.rng.Int64N(int64(time.Hour))
+	case r == 2:
+		return now + m.rng.Int64N(int64(time.Hour))
+	}
+	return now
+}
+
+func (m *model) randomAdd() {
+	l := m.rng.IntN(len(m.lists))
+	n := 1 + m.rng.IntN(5)
+	size := m.rng.IntN(100)
+	if m.rng.IntN(4) == 0 {
+		n, size = 10+m.rng.IntN(11), 3000 // a burst: up to 60 KiB, past a subscription's buffer in two
+	}
+	var items []store.NewItem
+	for range n {
+		if old := m.content[l]; len(old) > 0 && m.rng.IntN(6) == 0 {
+			for _, it := range old { // the same item again
+				items = append(items, store.NewItem{Timestamp: it.Timestamp, Value: it.Value})
+				break
+			}
+			continue
+		}
+		m.n++
+		ts := m.timestamp()
+		m.times = append(m.times, ts)
+		items = append(items, store.NewItem{Timestamp: ts, Value: []byte(fmt.Sprintf("v%d-%s", m.n, strings.Repeat("x", size)))})
+	}
+	m.add(l, items)
+}
+
+// add adds through the writer, and tells every subscription of the list
+// it must receive the add's items.
+func (m *model) add(l int, items []store.NewItem) {
+	list := m.lists[l]
+	if _, err := m.writer.AddItems(context.Background(), list, items); err != nil {
+		m.fatalf("add: %v", err)
+	}
+	byKey := map[string]store.Item{}
+	for _, it := range items {
+		k := keys.ItemKey(it.Timestamp, it.Value)
+		byKey[k] = store.Item{Key: k, Timestamp: it.Timestamp, Value: it.Value}
+	}
+	a := modelAdd{list: list.ID()}
+	for _, it := range byKey {
+		a.items = append(a.items, it)
+		m.content[l][it.Key] = it
+	}
+	slices.SortFunc(a.items, func(x, y store.Item) int { return strings.Compare(x.Key, y.Key) })
+	m.adds = append(m.adds, a)
+	for _, s := range append(m.subs, m.away...) {
+		if s.listID == a.list {
+			for i, it := range a.items {
+				s.want = append(s.want, want{len(m.adds) - 1, i, it})
+			}
+		}
+	}
+}
+
+// subscribe starts a subscription from now on, or since a time, on a
+// random hub.
+func (m *model) subscribe(l int) {
+	m.named++
+	s := &modelSub{name: fmt.Sprintf("s%d", m.named), list: l, l: m.lists[l], listID: m.lists[l].ID(), hub: m.rng.IntN(len(m.hubs))}
+	var start watch.Start
+	if m.rng.IntN(3) == 0 && len(m.content[l]) > 0 {
+		// A since some item is at or after, so that the catch-up can be
+		// read at once, before anything else is added.
+		var since int64
+		for _, it := range m.content[l] {
+			since = it.Timestamp - m.rng.Int64N(int64(time.Minute))
+			break
+		}
+		start.Since = &since
+		var catchUp []store.Item
+		for _, it := range m.content[l] {
+			if it.Timestamp >= since {
+				catchUp = append(catchUp, it)
+			}
+		}
+		slices.SortFunc(catchUp, func(x, y store.Item) int { return strings.Compare(x.Key, y.Key) })
+		for _, it := range catchUp {
+			s.want = append(s.want, want{-1, 0, it})
+		}
+	}
+	m.start(s, start)
+	m.subs = append(m.subs, s)
+	if start.Since != nil {
+		// Read now, before anything else is added: an item added while a
+		// catch-up is read may come twice, which the model does not say.
+		m.read(s, len(s.want))
+	}
+}
+
+func (m *model) start(s *modelSub, start watch.Start) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sub, err := m.hubs[s.hub].Subscribe(ctx, s.l, start)
+	if err != nil {
+		cancel()
+		m.fatalf("%s: subscribe: %v", s.name, err)
+	}
+	s.sub, s.cancel = sub, cancel
+}
+
+// vanish makes a client go away, to resume later after the position of
+// the last item it received.
+func (m *model) vanish() {
+	if len(m.subs) == 0 {
+		return
+	}
+	i := m.rng.IntN(len(m.subs))
+	s := m.subs[i]
+	m.subs = slices.Delete(m.subs, i, i+1)
+	s.cancel()
+	if s.last == nil || s.doomed {
+		return // nowhere to resume from
+	}
+	s.sub, s.cancel = nil, nil
+	m.away = append(m.away, s)
+}
+
+// resume brings back a client that vanished, after its last position, on
+// a random hub; or subscribes after a position an item of another list
+// had (positions are of the whole feed).
+func (m *model) resume() {
+	if len(m.away) == 0 {
+		return
+	}
+	i := m.rng.IntN(len(m.away))
+	s := m.away[i]
+	m.away = slices.Delete(m.away, i, i+1)
+	s.hub = m.rng.IntN(len(m.hubs))
+	s.want = slices.DeleteFunc(s.want, func(w want) bool { return w.add < 0 })
+	m.start(s, watch.Start{After: s.last})
+	m.subs = append(m.subs, s)
+	m.back++
+	if other := m.rng.IntN(len(m.lists)); other != s.list && !s.doomed {
+		at, ok := m.known[*s.last]
+		if !ok {
+			return
+		}
+		o := &modelSub{name: s.name + "/" + fmt.Sprint(other), list: other, l: m.lists[other], listID: m.lists[other].ID(), hub: m.rng.IntN(len(m.hubs))}
+		for ai := at[0] + 1; ai < len(m.adds); ai++ {
+			if m.adds[ai].list == o.listID {
+				for ii, it := range m.adds[ai].items {
+					o.want = append(o.want, want{ai, ii, it})
+				}
+			}
+		}
+		m.start(o, watch.Start{After: s.last})
+		m.subs = append(m.subs, o)
+	}
+}
+
+// readSome reads part of what a subscription must receive.
+func (m *model) readSome() {
+	if len(m.subs) == 0 {
+		return
+	}
+	s := m.subs[m.rng.IntN(len(m.subs))]
+	if len(s.want) > 0 {
+		m.read(s, 1+m.rng.IntN(len(s.want)))
+	}
+}
+
+// recreate deletes the feature and creates it again: its subscriptions
+// end NOT_FOUND, and new lists begin.
+func (m *model) recreate() {
+	ctx := context.Background()
+	f := m.feature
+	if _, err := m.writer.DeleteFeature(ctx, f.EntityType, f.Name, f.Version); err != nil {
+		m.fatalf("delete: %v", err)
+	}
+	m.goneMu.Lock()
+	m.gone[f.CreatedAt.UnixNano()] = true
+	m.goneMu.Unlock()
+	again, err := m.writer.CreateFeature(ctx, store.Feature{EntityType: f.EntityType, Name: f.Name, ValueType: f.ValueType, TTL: f.TTL})
+	if err != nil {
+		m.fatalf("create again: %v", err)
+	}
+	for _, s := range append(m.subs, m.away...) {
+		s.doomed = true
+	}
+	m.away = nil
+	m.feature = &again
+	m.setLists()
+}
+
+// drain reads every subscription until it has received all it must.
+func (m *model) drain(when string) {
+	for _, s := range slices.Clone(m.subs) {
+		m.read(s, len(s.want))
+		if s.doomed && len(s.want) == 0 {
+			m.expectEnd(s, errkind.NotFound)
+			m.notFound++
+		}
+	}
+	m.t.Logf("%s: %d adds, %d subscriptions, %d away", when, len(m.adds), len(m.subs), len(m.away))
+}
+
+// read reads n items of s, checking each against the model; a
+// subscription ended TOO_SLOW is resumed from the position it names.
+func (m *model) read(s *modelSub, n int) {
+	m.t.Helper()
+	for range n {
+		if len(s.want) == 0 || s.sub == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		d, err := s.sub.Next(ctx)
+		cancel()
+		var end *watch.EndError
+		switch {
+		case err == nil:
+			m.check(s, d)
+		case s.doomed && errors.Is(err, errkind.NotFound):
+			m.drop(s)
+			m.notFound++
+			return
+		case s.doomed && errors.Is(err, errkind.TooSlow):
+			m.drop(s) // its feature is gone: nothing to resume
+			return
+		case errors.Is(err, errkind.TooSlow) && errors.As(err, &end):
+			if s.last != nil && end.Position != *s.last {
+				m.fatalf("%s ended TOO_SLOW naming %v, not the last item sent (%v)", s.name, end.Position, *s.last)
+			}
+			s.cancel()
+			s.want = slices.DeleteFunc(s.want, func(w want) bool { return w.add < 0 }) // a catch-up by since is not resumed
+			m.start(s, watch.Start{After: &end.Position})
+			m.slow++
+		default:
+			m.fatalf("%s: next (want %q of add %d): %v", s.name, s.want[0].it.Value[:min(len(s.want[0].it.Value), 8)], s.want[0].add, err)
+		}
+	}
+}
+
+// check compares a delivery with what s must receive next.
+func (m *model) check(s *modelSub, d watch.Delivery) {
+	m.t.Helper()
+	w := s.want[0]
+	if d.Key != w.it.Key || string(d.Value) != string(w.it.Value) {
+		m.fatalf("%s (list %d, after %v) received %s %.8s at %v, want %s %.8s (add %d, item %d; %d more)", s.name, s.list, s.last, d.Key, d.Value, d.Position, w.it.Key, w.it.Value, w.add, w.item, len(s.want)-1)
+	}
+	switch {
+	case w.add < 0:
+		if s.since != nil && d.Position != *s.since {
+			m.fatalf("%s: the items of a catch-up by since have positions %v and %v", s.name, *s.since, d.Position)
+		}
+		s.since = &d.Position
+		m.caughtUp++
+	default:
+		if s.last != nil && !s.last.Less(d.Position) {
+			m.fatalf("%s: position %v after %v", s.name, d.Position, *s.last)
+		}
+		at := [2]int{w.add, w.item}
+		if k, ok := m.known[d.Position]; ok && k != at {
+			m.fatalf("%s: position %v names item %v, and item %v elsewhere", s.name, d.Position, at, k)
+		}
+		if p, ok := m.names[at]; ok && p != d.Position {
+			m.fatalf("%s: item %v has position %v, and %v elsewhere", s.name, at, d.Position, p)
+		}
+		m.known[d.Position], m.names[at] = at, d.Position
+	}
+	s.want = s.want[1:]
+	s.sub.Sent(d)
+	s.last = &d.Position
+}
+
+func (m *model) expectEnd(s *modelSub, kind error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if d, err := s.sub.Next(ctx); !errors.Is(err, kind) {
+		m.fatalf("%s: want %v, got %s, %v", s.name, kind, d.Key, err)
+	}
+	m.drop(s)
+}
+
+func (m *model) drop(s *modelSub) {
+	s.cancel()
+	m.subs = slices.DeleteFunc(m.subs, func(x *modelSub) bool { return x == s })
+}
