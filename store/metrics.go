@@ -88,12 +88,12 @@ func (s *instrumented) Find(ctx context.Context, l List, values [][]byte, minTim
 	return found, err
 }
 
-func (s *instrumented) Since(ctx context.Context, l List, from string, limit int) ([]Item, error) {
+func (s *instrumented) Since(ctx context.Context, l List, from string, limit int) (SincePage, error) {
 	start := time.Now()
-	items, err := s.Store.Since(ctx, l, from, limit)
+	p, err := s.Store.Since(ctx, l, from, limit)
 	s.done(ctx, "since", start, err)
-	s.read.Add(ctx, int64(len(items)))
-	return items, err
+	s.read.Add(ctx, int64(len(p.Items)))
+	return p, err
 }
 
 func (s *instrumented) RemoveValues(ctx context.Context, l List, values [][]byte, w Window, maxRows int) (int, error) {

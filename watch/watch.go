@@ -562,10 +562,11 @@ func (s *Subscription) nextCaughtUp(ctx context.Context) (store.Item, bool, erro
 		h.setHeld(s, need)
 		s.asked = time.Now()
 		h.mu.Unlock()
-		items, err := h.cfg.Store.Since(ctx, s.list.l, s.from, h.cfg.CatchUpPage+1)
+		page, err := h.cfg.Store.Since(ctx, s.list.l, s.from, h.cfg.CatchUpPage)
 		if err != nil {
 			return store.Item{}, false, err
 		}
+		items := page.Items
 		// Only what the page holds stays held.
 		var bytes int64
 		for _, it := range items {
@@ -576,11 +577,7 @@ func (s *Subscription) nextCaughtUp(ctx context.Context) (store.Item, bool, erro
 			h.setHeld(s, bytes)
 		}
 		h.mu.Unlock()
-		s.from = ""
-		if len(items) > h.cfg.CatchUpPage {
-			s.from = items[h.cfg.CatchUpPage].Key
-			items = items[:h.cfg.CatchUpPage]
-		}
+		s.from = page.Next
 		if s.sent += len(items); s.sent > h.cfg.MaxCatchUp {
 			return store.Item{}, false, fmt.Errorf("%w since: more than %d items to send before the new ones (--max-count); subscribe with a later since", errkind.Invalid, h.cfg.MaxCatchUp)
 		}
