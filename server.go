@@ -23,7 +23,6 @@ import (
 
 	"github.com/rs/cors"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/listgate/listgate/auth"
@@ -121,7 +120,8 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 	if err := observeBuild(tel.MeterProvider, build); err != nil {
 		return err
 	}
-	if err := observeReady(tel.MeterProvider, in); err != nil {
+	ready := readiness{st: in, stuckAfter: stuckAfter(cfg.Limits.RequestTimeout)}
+	if err := observeReady(tel.MeterProvider, ready); err != nil {
 		return err
 	}
 	catalog, err := features.New(ctx, in, log, tel.MeterProvider)
@@ -183,7 +183,7 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 		return nil
 	})
 	srv := &http.Server{
-		Handler: newServer(cfg, gql, in, tel, log),
+		Handler: newServer(cfg, gql, ready, tel, log),
 		// A client that sends or reads slowly cannot hold a connection
 		// past these; a request's own work ends at --request-timeout.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -369,7 +369,7 @@ func pprofRoutes(mux *http.ServeMux) *http.ServeMux {
 }
 
 // newServer lists every route.
-func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Telemetry, log *slog.Logger) http.Handler {
+func newServer(cfg config, gql http.Handler, ready readiness, tel *telemetry.Telemetry, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", withCORS(cfg, gql))
 	if cfg.MetricsListen == "" {
@@ -379,10 +379,10 @@ func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Tele
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := ready(r.Context(), st); err != nil {
+		if err := ready.check(r.Context()); err != nil {
 			// The driver's words name hosts and keyspaces: the log has them.
 			log.WarnContext(r.Context(), "not ready", "err", err)
-			endpoint.WriteError(w, http.StatusServiceUnavailable, endpoint.CodeUnavailable, "not ready: the store does not answer; the gateway's log says why")
+			endpoint.WriteError(w, http.StatusServiceUnavailable, endpoint.CodeUnavailable, "not ready: the gateway's log says why")
 			return
 		}
 		io.WriteString(w, "ok\n")
@@ -420,34 +420,6 @@ func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Tele
 		)
 	}
 	return telemetry.WithRequestID(h)
-}
-
-// ready is the readiness check of /readyz and listgate_ready: the store
-// answers within 2 s.
-func ready(ctx context.Context, st store.Store) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	return st.Ready(ctx)
-}
-
-// observeReady adds listgate_ready to the metrics: 1 while the readiness
-// check passes at the scrape, else 0, so an alert sees a gateway that runs
-// but cannot reach its store.
-func observeReady(mp metric.MeterProvider, st store.Store) error {
-	_, err := mp.Meter("github.com/listgate/listgate").Int64ObservableGauge("listgate_ready",
-		metric.WithDescription("1 while the store answers the readiness check /readyz makes (within 2 s), else 0."),
-		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
-			if ready(ctx, st) != nil {
-				o.Observe(0)
-			} else {
-				o.Observe(1)
-			}
-			return nil
-		}))
-	if err != nil {
-		return fmt.Errorf("listgate_ready: %w", err)
-	}
-	return nil
 }
 
 // withCORS lets the configured browser origins call the endpoint, and
