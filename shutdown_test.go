@@ -35,7 +35,14 @@ func TestShutdownEndsWhateverHangs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			held := holdStore(t, tc.holds...)
-			g := launch(t, telemetry.Options{}, telemetry.NewLogger(gatewaytest.Log{T: t}, "text", slog.LevelWarn), held.open,
+			// What is left behind logs past the test's end: not to t.
+			logs := &logBuffer{}
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("the gateway's log:\n%s", logs)
+				}
+			})
+			g := launch(t, telemetry.Options{}, telemetry.NewLogger(logs, "text", slog.LevelWarn), held.open,
 				"--data-dir", t.TempDir(), "--shutdown-timeout", shutdownTimeout.String(), "--request-timeout", "1s")
 			if tc.load {
 				hang(t, g.base, held)
