@@ -222,7 +222,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.BoolVar(&c.Playground, "playground", true, "serve GraphQL Playground (GraphiQL) at / (default false in --mode prod)")
 	origins := fs.String("cors-origins", "", "browser origins allowed to call /graphql, comma separated (e.g. https://app.example.com); * allows any")
 	fs.BoolVar(&c.CORSCredentials, "cors-allow-credentials", false, "let allowed origins send cookies and HTTP auth (never with *)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long in-flight requests may finish after SIGINT or SIGTERM")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long in-flight requests and subscriptions may finish after SIGINT or SIGTERM; whatever is still stuck 5s later is left behind, and the process exits 1")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log lines as text or json")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "least severe `level` logged: debug, info (a line per GraphQL request), warn or error")
 	fs.DurationVar(&c.SlowQuery, "slow-query", 250*time.Millisecond, "log CQL statements slower than this (0: never)")

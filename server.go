@@ -23,7 +23,6 @@ import (
 
 	"github.com/rs/cors"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/listgate/listgate/auth"
@@ -77,35 +76,55 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return serve(ctx, cfg, tel, telemetry.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel), stdout)
 }
 
-// serve runs the gateway until ctx ends. Then it stops accepting
-// connections, lets in-flight requests finish (up to the shutdown timeout),
-// flushes telemetry and closes the store.
-func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger, stdout io.Writer) (err error) {
-	defer func() {
+// serve runs the gateway until ctx ends, on the store the configuration
+// names.
+func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger, stdout io.Writer) error {
+	return serveOn(ctx, cfg, tel, log, stdout, openStore)
+}
+
+// storeOpener opens the gateway's store: openStore, or a test's.
+type storeOpener func(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger) (store.Store, error)
+
+// serveOn runs the gateway, on the store open opens, until ctx ends. Then
+// it stops accepting connections, lets in-flight requests finish and ends
+// subscriptions (up to the shutdown timeout), closes the store and
+// flushes telemetry. Whatever has not stopped shortly after the shutdown
+// timeout is left behind, and the error names it.
+func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger, stdout io.Writer, open storeOpener) (err error) {
+	var down teardown
+	defer func() { err = errors.Join(err, down.run(ctx, cfg.ShutdownTimeout, shutdownGrace)) }()
+	down.add("the telemetry flush", func(ctx context.Context) error {
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		err = errors.Join(err, tel.Shutdown(flushCtx))
-	}()
-	st, err := openStore(ctx, cfg, tel, log)
+		return tel.Shutdown(flushCtx)
+	})
+	st, err := open(ctx, cfg, tel, log)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	down.add("the store", func(context.Context) error {
+		if err := st.Close(); err != nil {
+			log.Warn("closing the store", "err", err)
+		}
+		return nil
+	})
 	if e, ok := st.(*embedded.Store); ok {
 		backups := listenBackups(cfg.DataDir, e, log)
-		defer backups.close()
+		down.add("the backup socket (a backup under way)", func(context.Context) error { backups.close(); return nil })
 	}
-	if st, err = store.Instrument(st, tel.MeterProvider); err != nil {
+	in, err := store.Instrument(st, tel.MeterProvider)
+	if err != nil {
 		return err
 	}
 	build := readBuild()
 	if err := observeBuild(tel.MeterProvider, build); err != nil {
 		return err
 	}
-	if err := observeReady(tel.MeterProvider, st); err != nil {
+	ready := readiness{st: in, stuckAfter: stuckAfter(cfg.Limits.RequestTimeout)}
+	if err := observeReady(tel.MeterProvider, ready); err != nil {
 		return err
 	}
-	catalog, err := features.New(ctx, st, log, tel.MeterProvider)
+	catalog, err := features.New(ctx, in, log, tel.MeterProvider)
 	if err != nil {
 		return err
 	}
@@ -114,11 +133,10 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 		return err
 	}
 	catalogCtx, stopCatalog := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopCatalog()
+	authCtx, stopAuth := context.WithCancel(context.WithoutCancel(ctx))
+	down.add("the catalog's, keys' and documents' refreshes", func(context.Context) error { stopCatalog(); stopAuth(); return nil })
 	catalog.SetStaleness(cfg.FeatureStaleness)
 	go catalog.Run(catalogCtx, cfg.FeatureRefresh)
-	authCtx, stopAuth := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopAuth()
 	go authn.Run(authCtx)
 
 	mode := documents.Off
@@ -138,19 +156,34 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	if cfg.TrustedDocuments != "" {
 		log.Info("trusted documents", "path", cfg.TrustedDocuments, "mode", string(docs.Mode()))
 	}
+	// The operators' listeners outlive the public one's draining and the
+	// subscriptions' ending, so /metrics shows them.
+	ops, err := listenOps(cfg, tel, log)
+	if err != nil {
+		return err
+	}
+	down.add("the operators' listeners", func(context.Context) error { ops.close(); return nil })
 	gql, err := endpoint.New(endpoint.Config{
-		Store: st, Catalog: catalog, Auth: authn, Loader: cfg.Loader, Limits: cfg.Limits, Subscriptions: cfg.Subscriptions,
+		Store: in, Catalog: catalog, Auth: authn, Loader: cfg.Loader, Limits: cfg.Limits, Subscriptions: cfg.Subscriptions,
 		Introspection: cfg.Introspection, Hosts: cfg.AllowedHosts, Log: log, Now: cfg.now, Documents: docs,
 		TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider,
 	})
 	if err != nil {
 		return err
 	}
-	// Whatever ends serve, the subscriptions' pollers stop before the
-	// store closes.
-	defer gql.Shutdown(context.WithoutCancel(ctx))
+	// On a shutdown the subscriptions end while the server drains its
+	// requests over HTTP: each gets its complete message, then its
+	// WebSocket closes, up to the shutdown timeout. Whatever ends serve,
+	// their pollers stop before the store closes, past the timeout too:
+	// the store must not close under a read.
+	subscriptions := newEarlyStep(gql.Shutdown)
+	down.add("the subscriptions and WebSockets", func(ctx context.Context) error {
+		subscriptions.wait(ctx)
+		gql.Shutdown(context.WithoutCancel(ctx))
+		return nil
+	})
 	srv := &http.Server{
-		Handler: newServer(cfg, gql, st, tel, log),
+		Handler: newServer(cfg, gql, ready, tel, log),
 		// A client that sends or reads slowly cannot hold a connection
 		// past these; a request's own work ends at --request-timeout.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -163,14 +196,6 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 	if err != nil {
 		return err
 	}
-	ops, err := listenOps(cfg, tel, log)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	// The operators' listeners outlive the public one's draining, so
-	// /metrics shows it.
-	defer ops.close()
 	log.Info("listgate serving", startupAttrs(cfg, build, ln.Addr().String(), ops)...)
 	if cfg.Playground {
 		fmt.Fprintf(stdout, "listgate serving http://%s (playground at /, GraphQL at /graphql)\n", ln.Addr())
@@ -180,31 +205,29 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	down.add("in-flight requests", func(ctx context.Context) error {
+		subscriptions.begin(ctx)
+		drain(ctx, srv, cfg.ShutdownTimeout, log)
+		return nil
+	})
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: ending subscriptions, finishing in-flight requests", "timeout", cfg.ShutdownTimeout)
-	shutdownCtx, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-	defer cancelShutdown()
-	// Subscriptions end with their complete messages, then their
-	// WebSockets close, while the server stops taking connections and
-	// drains requests over HTTP.
-	wsDone := make(chan struct{})
-	go func() { gql.Shutdown(shutdownCtx); close(wsDone) }()
-	defer func() { <-wsDone }()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		// Requests still running past the timeout are cut off: closing
-		// their connections cancels their contexts. Stopping on time is
-		// what was asked, so it is no failure.
-		log.Warn("shutting down: requests still running after the shutdown timeout; closing their connections", "timeout", cfg.ShutdownTimeout, "err", err)
+	return nil
+}
+
+// drain stops srv taking connections and waits for its requests until ctx
+// ends. Requests still running then are cut off: closing their
+// connections cancels their contexts. Stopping on time is what was asked,
+// so it is no failure.
+func drain(ctx context.Context, srv *http.Server, timeout time.Duration, log *slog.Logger) {
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("shutting down: requests still running after the shutdown timeout; closing their connections", "timeout", timeout, "err", err)
 		srv.Close()
 	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }
 
 // newAuthenticator reads the configured API keys and JWT keys, and fetches
@@ -346,7 +369,7 @@ func pprofRoutes(mux *http.ServeMux) *http.ServeMux {
 }
 
 // newServer lists every route.
-func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Telemetry, log *slog.Logger) http.Handler {
+func newServer(cfg config, gql http.Handler, ready readiness, tel *telemetry.Telemetry, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", withCORS(cfg, gql))
 	if cfg.MetricsListen == "" {
@@ -356,10 +379,10 @@ func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Tele
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := ready(r.Context(), st); err != nil {
+		if err := ready.check(r.Context()); err != nil {
 			// The driver's words name hosts and keyspaces: the log has them.
 			log.WarnContext(r.Context(), "not ready", "err", err)
-			endpoint.WriteError(w, http.StatusServiceUnavailable, endpoint.CodeUnavailable, "not ready: the store does not answer; the gateway's log says why")
+			endpoint.WriteError(w, http.StatusServiceUnavailable, endpoint.CodeUnavailable, "not ready: the gateway's log says why")
 			return
 		}
 		io.WriteString(w, "ok\n")
@@ -397,34 +420,6 @@ func newServer(cfg config, gql http.Handler, st store.Store, tel *telemetry.Tele
 		)
 	}
 	return telemetry.WithRequestID(h)
-}
-
-// ready is the readiness check of /readyz and listgate_ready: the store
-// answers within 2 s.
-func ready(ctx context.Context, st store.Store) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	return st.Ready(ctx)
-}
-
-// observeReady adds listgate_ready to the metrics: 1 while the readiness
-// check passes at the scrape, else 0, so an alert sees a gateway that runs
-// but cannot reach its store.
-func observeReady(mp metric.MeterProvider, st store.Store) error {
-	_, err := mp.Meter("github.com/listgate/listgate").Int64ObservableGauge("listgate_ready",
-		metric.WithDescription("1 while the store answers the readiness check /readyz makes (within 2 s), else 0."),
-		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
-			if ready(ctx, st) != nil {
-				o.Observe(0)
-			} else {
-				o.Observe(1)
-			}
-			return nil
-		}))
-	if err != nil {
-		return fmt.Errorf("listgate_ready: %w", err)
-	}
-	return nil
 }
 
 // withCORS lets the configured browser origins call the endpoint, and

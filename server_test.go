@@ -39,43 +39,63 @@ func startWith(t *testing.T, opts telemetry.Options, args ...string) string {
 // startLogging is startWith logging to log.
 func startLogging(t *testing.T, opts telemetry.Options, log *slog.Logger, args ...string) string {
 	t.Helper()
+	g := launch(t, opts, log, openStore, args...)
+	t.Cleanup(func() {
+		if err := g.stop(); err != nil {
+			t.Errorf("run returned %v after shutdown", err)
+		}
+	})
+	return g.base
+}
+
+// launched is a gateway served in the test's process, as main serves it.
+type launched struct {
+	base   string
+	cancel context.CancelFunc // what SIGTERM does
+	done   chan error         // serve's answer, once it returned
+}
+
+// stop does what SIGTERM does and returns what serve returned.
+func (g *launched) stop() error {
+	g.cancel()
+	return <-g.done
+}
+
+// launch serves a gateway on the store open opens, with the flags args,
+// and waits until /healthz answers. The caller stops it.
+func launch(t *testing.T, opts telemetry.Options, log *slog.Logger, open storeOpener, args ...string) *launched {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // should the test end before the caller stops it
 	out := gatewaytest.NewAddrWriter()
-	done := make(chan error, 1)
+	g := &launched{cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		getenv := func(string) string { return "" }
 		cfg, err := parseConfig(append([]string{"--listen", "127.0.0.1:0"}, args...), getenv, io.Discard)
 		if err != nil {
-			done <- err
+			g.done <- err
 			return
 		}
 		tel, err := telemetry.Setup(ctx, getenv, opts)
 		if err != nil {
-			done <- err
+			g.done <- err
 			return
 		}
-		done <- serve(ctx, cfg, tel, log, out)
+		g.done <- serveOn(ctx, cfg, tel, log, out, open)
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run returned %v after shutdown", err)
-		}
-	})
-	var base string
 	select {
-	case base = <-out.Addr():
-	case err := <-done:
-		done <- nil // for the cleanup
+	case g.base = <-out.Addr():
+	case err := <-g.done:
+		g.done <- nil // for the caller's stop
 		t.Fatalf("run ended before serving: %v", err)
 	case <-time.After(time.Minute):
 		t.Fatal("run did not start serving within a minute")
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(base + "/healthz"); err == nil {
+		if resp, err := http.Get(g.base + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return base
+				return g
 			}
 		}
 		if time.Now().After(deadline) {

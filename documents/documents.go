@@ -1,9 +1,10 @@
 // Package documents holds the trusted documents: the operations a
 // gateway's clients ship, read from the manifests their build tools write.
 // In enforce mode the gateway runs those only (callers with the scope
-// documents:any excepted); in audit mode it runs anything and counts what
-// is not trusted. A request names a trusted document by its id, by its
-// SHA-256 (APQ's hash), or by sending its text.
+// documents:any excepted); in audit mode it runs the others too, and
+// counts and logs exactly what enforce mode would refuse. A request names a
+// trusted document by its id, by its SHA-256 (APQ's hash), or by sending
+// its text.
 package documents
 
 import (
@@ -36,7 +37,7 @@ type Mode string
 
 const (
 	Off     Mode = "off"     // runs it: documents are only looked up by id
-	Audit   Mode = "audit"   // runs it, logged and counted
+	Audit   Mode = "audit"   // runs it, and logs and counts it
 	Enforce Mode = "enforce" // refuses it
 )
 
@@ -230,7 +231,7 @@ func New(path string, mode Mode, log *slog.Logger, meter metric.Meter) (*Trusted
 		return nil, err
 	}
 	if t.untrusted, err = meter.Int64Counter("listgate.untrusted_operations",
-		metric.WithDescription("Operations that were not trusted documents, by mode: audit (run) or enforce (refused).")); err != nil {
+		metric.WithDescription("Requests enforce mode refuses, by mode: audit (let through) or enforce (refused).")); err != nil {
 		return nil, err
 	}
 	if _, err = meter.Int64ObservableGauge("listgate.trusted_documents",
@@ -325,52 +326,84 @@ type Request struct {
 }
 
 // Resolve gives the text of a request's document: the trusted document it
-// names by id or hash, or its own text, checked against the set by the
-// mode. An id or hash not in the set is ErrNotInList, in enforce mode or
-// when the request sends no text; a text not in the set ErrNotSafelisted
-// in enforce mode. A hash not in the set, with no text, is left to
-// automatic persisted queries (found false) unless enforced.
+// names by id or hash, or its own text. What enforce mode refuses is
+// decided once (judge); audit mode counts and logs exactly that, and runs
+// it. An id not in the set is ErrNotInList in every mode: there is no text
+// to run. A hash not in the set with no text is left to automatic
+// persisted queries (found false) unless enforced.
 func (t *Trusted) Resolve(ctx context.Context, r Request) (query string, found bool, err error) {
 	s := t.set.Load()
-	enforce := t.mode == Enforce && !r.AnyAllowed
-	switch {
-	case r.DocumentID != "":
-		if s != nil {
-			if body, ok := s.byID[r.DocumentID]; ok {
-				if r.Query != "" && r.Query != body {
-					return "", false, fmt.Errorf("%w: the request sends both a documentId and a query, and they differ: send one", errkind.Malformed)
-				}
-				return body, true, nil
-			}
-		}
+	if r.DocumentID != "" {
+		return t.byDocumentID(ctx, s, r)
+	}
+	v := s.judge(r)
+	if v.refusal != nil && t.mode != Off && !r.AnyAllowed {
 		t.count(ctx)
-		return "", false, fmt.Errorf("%w documentId %q: it is %w (--trusted-documents)", errkind.Invalid, r.DocumentID, ErrNotInList)
-	case r.APQHash != "":
-		if s != nil {
-			if body, ok := s.byID[r.APQHash]; ok && (r.Query == "" || r.Query == body) {
-				return body, true, nil
-			}
+		if t.mode == Enforce {
+			return "", false, v.refusal
 		}
-		if enforce {
-			t.count(ctx)
-			return "", false, fmt.Errorf("%w persisted query %s: it is %w (--trusted-documents)", errkind.Invalid, r.APQHash, ErrNotInList)
-		}
-		if r.Query == "" {
-			return "", false, nil // automatic persisted queries may know it
-		}
+		t.log.WarnContext(ctx, "a request enforce mode would refuse was let through (--trusted-documents-mode audit)", auditAttrs(r)...)
 	}
-	if t.mode == Off || r.AnyAllowed || (s != nil && t.trusted(s, r.Query)) {
-		return r.Query, true, nil
+	switch {
+	case v.body != "":
+		return v.body, true, nil
+	case r.Query == "":
+		return "", false, nil // a hash alone: automatic persisted queries may know it
 	}
-	t.count(ctx)
-	if enforce {
-		return "", false, fmt.Errorf("%w operation: it is %w: this gateway runs the operations its clients ship (--trusted-documents); send one by its documentId, or ask for the scope documents:any", errkind.Invalid, ErrNotSafelisted)
-	}
-	t.log.WarnContext(ctx, "an operation that is not a trusted document ran (--trusted-documents-mode audit)", "query", truncate(r.Query, 200))
 	return r.Query, true, nil
 }
 
-func (t *Trusted) trusted(s *Set, query string) bool {
+// byDocumentID gives the trusted document a request names by its id.
+func (t *Trusted) byDocumentID(ctx context.Context, s *Set, r Request) (string, bool, error) {
+	if body, ok := s.lookup(r.DocumentID); ok {
+		if r.Query != "" && r.Query != body {
+			return "", false, fmt.Errorf("%w: the request sends both a documentId and a query, and they differ: send one", errkind.Malformed)
+		}
+		return body, true, nil
+	}
+	t.count(ctx)
+	return "", false, fmt.Errorf("%w documentId %q: it is %w (--trusted-documents)", errkind.Invalid, r.DocumentID, ErrNotInList)
+}
+
+// verdict is what the set says of a request that names no documentId.
+type verdict struct {
+	body    string // the trusted document its APQ hash names, agreeing with its text; "": none
+	refusal error  // why enforce mode refuses it; nil: it is trusted
+}
+
+// judge decides whether a request is trusted: its APQ hash names a trusted
+// document (and its text, if it sends one, is that document), or, with no
+// hash, its text is a trusted document. A hash not in the set is refused
+// whatever text comes with it: enforce runs what the manifests hold, and
+// the text of an APQ registration is what the hash would later name.
+func (s *Set) judge(r Request) verdict {
+	if r.APQHash != "" {
+		if body, ok := s.lookup(r.APQHash); ok && (r.Query == "" || r.Query == body) {
+			return verdict{body: body}
+		}
+		return verdict{refusal: fmt.Errorf("%w persisted query %s: it is %w (--trusted-documents)", errkind.Invalid, r.APQHash, ErrNotInList)}
+	}
+	if s.trusted(r.Query) {
+		return verdict{}
+	}
+	return verdict{refusal: fmt.Errorf("%w operation: it is %w: this gateway runs the operations its clients ship (--trusted-documents); send one by its documentId, or ask for the scope documents:any", errkind.Invalid, ErrNotSafelisted)}
+}
+
+// lookup gives the body of the document id names; a nil set has none.
+func (s *Set) lookup(id string) (string, bool) {
+	if s == nil {
+		return "", false
+	}
+	body, ok := s.byID[id]
+	return body, ok
+}
+
+// trusted reports whether query is a trusted document's text, byte for
+// byte or in other white space; a nil set trusts none.
+func (s *Set) trusted(query string) bool {
+	if s == nil {
+		return false
+	}
 	sum := sha256.Sum256([]byte(query))
 	if _, ok := s.byID[hex.EncodeToString(sum[:])]; ok {
 		return true
@@ -379,8 +412,26 @@ func (t *Trusted) trusted(s *Set, query string) bool {
 	return err == nil && s.normalized[n]
 }
 
+// count counts a request enforce mode refuses (or, in audit mode, would
+// have); off mode audits nothing.
 func (t *Trusted) count(ctx context.Context) {
+	if t.mode == Off {
+		return
+	}
 	t.untrusted.Add(ctx, 1, metric.WithAttributes(attribute.String("mode", string(t.mode))))
+}
+
+// auditAttrs are what the log says of a request audit mode let through:
+// the hash it names, and the start of its text.
+func auditAttrs(r Request) []any {
+	var attrs []any
+	if r.APQHash != "" {
+		attrs = append(attrs, "persisted_query", truncate(r.APQHash, 80))
+	}
+	if r.Query != "" {
+		attrs = append(attrs, "query", truncate(r.Query, 200))
+	}
+	return attrs
 }
 
 func truncate(s string, n int) string {

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/listgate/listgate/errkind"
 )
@@ -143,5 +145,76 @@ func TestResolve(t *testing.T) {
 	}
 	if _, off := New("", "", slog.New(slog.DiscardHandler), metricnoop.NewMeterProvider().Meter("")); off != nil {
 		t.Fatal(off)
+	}
+}
+
+// Audit mode counts exactly the requests enforce mode refuses: a text
+// not in the set, an APQ hash not in the set (alone, with a text, with
+// the text it hashes), a trusted hash with another text, an unknown id;
+// and none that enforce runs, nor any from a caller with documents:any.
+func TestAuditCountsWhatEnforceRefuses(t *testing.T) {
+	path := write(t, t.TempDir(), "m.json", `{"format":"apollo-persisted-query-manifest","version":1,"operations":[{"id":"read-1","body":"`+jsonEscape(read)+`","name":"Read","type":"query"}]}`)
+	ctx := context.Background()
+	open := func(mode Mode) (*Trusted, func() int64) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		t.Cleanup(func() { mp.Shutdown(ctx) })
+		tr, err := New(path, mode, slog.New(slog.DiscardHandler), mp.Meter(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted := func() int64 {
+			var rm metricdata.ResourceMetrics
+			if err := reader.Collect(ctx, &rm); err != nil {
+				t.Fatal(err)
+			}
+			var n int64
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "listgate.untrusted_operations" {
+						for _, dp := range sum.DataPoints {
+							n += dp.Value
+						}
+					}
+				}
+			}
+			return n
+		}
+		return tr, counted
+	}
+	enforce, enforced := open(Enforce)
+	audit, audited := open(Audit)
+	for _, tc := range []struct {
+		name    string
+		r       Request
+		refused bool
+	}{
+		{"a trusted text", Request{Query: read}, false},
+		{"a trusted text, spaced otherwise", Request{Query: "query Read($id: ID!) {\n listItems(entityType: \"user\", entityId: $id, feature: \"f\") { items { value } } }"}, false},
+		{"a trusted hash alone", Request{APQHash: sum(read)}, false},
+		{"a trusted hash with its text", Request{APQHash: sum(read), Query: read}, false},
+		{"a trusted id", Request{DocumentID: "read-1"}, false},
+		{"a text not in the set", Request{Query: count}, true},
+		{"a hash not in the set, alone", Request{APQHash: sum(count)}, true},
+		{"a hash not in the set, with its text (an APQ registration)", Request{APQHash: sum(count), Query: count}, true},
+		{"a hash not in the set, with a trusted text", Request{APQHash: sum(count), Query: read}, true},
+		{"a trusted hash with another text", Request{APQHash: sum(read), Query: count}, true},
+		{"an id not in the set", Request{DocumentID: "nope"}, true},
+		{"a text not in the set, documents:any", Request{Query: count, AnyAllowed: true}, false},
+		{"a hash not in the set alone, documents:any", Request{APQHash: sum(count), AnyAllowed: true}, false},
+	} {
+		before, beforeAudit := enforced(), audited()
+		_, _, err := enforce.Resolve(ctx, tc.r)
+		refused := errors.Is(err, ErrNotInList) || errors.Is(err, ErrNotSafelisted)
+		if refused != tc.refused {
+			t.Errorf("%s: enforce refused %v (%v), want %v", tc.name, refused, err, tc.refused)
+		}
+		if n := enforced() - before; n != map[bool]int64{true: 1}[refused] {
+			t.Errorf("%s: enforce counted %d, refused %v", tc.name, n, refused)
+		}
+		audit.Resolve(ctx, tc.r)
+		if n := audited() - beforeAudit; n != map[bool]int64{true: 1}[refused] {
+			t.Errorf("%s: audit counted %d; enforce refused it: %v", tc.name, n, refused)
+		}
 	}
 }

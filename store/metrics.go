@@ -9,10 +9,11 @@ import (
 )
 
 // Instrument wraps a store so that every list operation is timed and the
-// items it reads, adds, finds expired and removes are counted.
-func Instrument(s Store, mp metric.MeterProvider) (Store, error) {
+// items it reads, adds, finds expired and removes are counted, and so
+// that the age of the oldest write under way is known (OldestWrite).
+func Instrument(s Store, mp metric.MeterProvider) (*Instrumented, error) {
 	meter := mp.Meter("github.com/listgate/listgate/store")
-	in := &instrumented{Store: s, outcomes: map[string][2]metric.MeasurementOption{}}
+	in := &Instrumented{Store: s, outcomes: map[string][2]metric.MeasurementOption{}, writes: newWritesInFlight(time.Now())}
 	counters := []struct {
 		c    *metric.Int64Counter
 		name string
@@ -42,14 +43,20 @@ func Instrument(s Store, mp metric.MeterProvider) (Store, error) {
 	return in, nil
 }
 
-type instrumented struct {
+// Instrumented is a store whose list operations are measured.
+type Instrumented struct {
 	Store
 	read, added, expired, removed metric.Int64Counter
 	duration                      metric.Float64Histogram
 	outcomes                      map[string][2]metric.MeasurementOption
+	writes                        *writesInFlight
 }
 
-func (s *instrumented) done(ctx context.Context, op string, start time.Time, err error) {
+// OldestWrite is how long the oldest write under way (an add, a removal,
+// a feature created or deleted) has been running; 0 when none is.
+func (s *Instrumented) OldestWrite() time.Duration { return s.writes.oldest(time.Now()) }
+
+func (s *Instrumented) done(ctx context.Context, op string, start time.Time, err error) {
 	o := s.outcomes[op][0]
 	if err != nil {
 		o = s.outcomes[op][1]
@@ -57,7 +64,7 @@ func (s *instrumented) done(ctx context.Context, op string, start time.Time, err
 	s.duration.Record(ctx, time.Since(start).Seconds(), o)
 }
 
-func (s *instrumented) Items(ctx context.Context, l List, r Range) (Page, error) {
+func (s *Instrumented) Items(ctx context.Context, l List, r Range) (Page, error) {
 	start := time.Now()
 	p, err := s.Store.Items(ctx, l, r)
 	s.done(ctx, "items", start, err)
@@ -65,8 +72,11 @@ func (s *instrumented) Items(ctx context.Context, l List, r Range) (Page, error)
 	return p, err
 }
 
-func (s *instrumented) AddItems(ctx context.Context, l List, items []NewItem) (AddResult, error) {
+func (s *Instrumented) AddItems(ctx context.Context, l List, items []NewItem) (AddResult, error) {
 	start := time.Now()
+	// begin runs now, end when the add returns, even by a panic a
+	// resolver recovers from: a slot left taken would look stuck.
+	defer s.writes.end(s.writes.begin(start))
 	res, err := s.Store.AddItems(ctx, l, items)
 	s.done(ctx, "add", start, err)
 	s.added.Add(ctx, int64(res.Added))
@@ -74,41 +84,55 @@ func (s *instrumented) AddItems(ctx context.Context, l List, items []NewItem) (A
 	return res, err
 }
 
-func (s *instrumented) Count(ctx context.Context, l List, w Window, maxRows int) (int, error) {
+func (s *Instrumented) Count(ctx context.Context, l List, w Window, maxRows int) (int, error) {
 	start := time.Now()
 	n, err := s.Store.Count(ctx, l, w, maxRows)
 	s.done(ctx, "count", start, err)
 	return n, err
 }
 
-func (s *instrumented) Find(ctx context.Context, l List, values [][]byte, minTimestamp int64, maxRows int) ([]string, error) {
+func (s *Instrumented) Find(ctx context.Context, l List, values [][]byte, minTimestamp int64, maxRows int) ([]string, error) {
 	start := time.Now()
 	found, err := s.Store.Find(ctx, l, values, minTimestamp, maxRows)
 	s.done(ctx, "find", start, err)
 	return found, err
 }
 
-func (s *instrumented) Since(ctx context.Context, l List, from string, limit int) ([]Item, error) {
+func (s *Instrumented) Since(ctx context.Context, l List, from string, limit int) (SincePage, error) {
 	start := time.Now()
-	items, err := s.Store.Since(ctx, l, from, limit)
+	p, err := s.Store.Since(ctx, l, from, limit)
 	s.done(ctx, "since", start, err)
-	s.read.Add(ctx, int64(len(items)))
-	return items, err
+	s.read.Add(ctx, int64(len(p.Items)))
+	return p, err
 }
 
-func (s *instrumented) RemoveValues(ctx context.Context, l List, values [][]byte, w Window, maxRows int) (int, error) {
+func (s *Instrumented) RemoveValues(ctx context.Context, l List, values [][]byte, w Window, maxRows int) (int, error) {
 	start := time.Now()
+	defer s.writes.end(s.writes.begin(start))
 	n, err := s.Store.RemoveValues(ctx, l, values, w, maxRows)
 	s.done(ctx, "remove_values", start, err)
 	s.removed.Add(ctx, int64(n))
 	return n, err
 }
 
-func (s *instrumented) RemoveAll(ctx context.Context, l List) error {
+func (s *Instrumented) RemoveAll(ctx context.Context, l List) error {
 	start := time.Now()
+	defer s.writes.end(s.writes.begin(start))
 	err := s.Store.RemoveAll(ctx, l)
 	s.done(ctx, "remove_all", start, err)
 	return err
+}
+
+// CreateFeature and DeleteFeature are writes too: they are known to be
+// under way, not timed.
+func (s *Instrumented) CreateFeature(ctx context.Context, f Feature) (Feature, error) {
+	defer s.writes.end(s.writes.begin(time.Now()))
+	return s.Store.CreateFeature(ctx, f)
+}
+
+func (s *Instrumented) DeleteFeature(ctx context.Context, entityType, name, version string) (bool, error) {
+	defer s.writes.end(s.writes.begin(time.Now()))
+	return s.Store.DeleteFeature(ctx, entityType, name, version)
 }
 
 // RowMeter counts the rows backends read, by whether they carried values:

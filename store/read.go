@@ -533,21 +533,37 @@ func RemoveMatching(ctx context.Context, l List, values [][]byte, w Window, maxR
 }
 
 // ReadSince reads, with scan, the items of a list whose keys are at or
-// after from, oldest first, at most limit of them, leaving out rows of a
-// deleted feature: what a watcher of the list polls. It does not rank rows
-// against a cap: an item pushed out since it was added is still read, once.
-func ReadSince(ctx context.Context, l List, from string, limit int, scan Scanner) ([]Item, error) {
+// after from, oldest first, leaving out rows of a deleted feature: what a
+// watcher of the list polls. It looks at limit rows at most, visible or
+// not, and reads one more, whose key is where the next call starts: a
+// stretch holding fewer items than limit is no sign of the end, since the
+// rows of a deleted feature (CQL keeps them until they expire) may fill
+// it. It does not rank rows against a cap: an item pushed out since it
+// was added is still read, once.
+func ReadSince(ctx context.Context, l List, from string, limit int, scan Scanner) (SincePage, error) {
 	if err := l.Validate(); err != nil {
-		return nil, err
+		return SincePage{}, err
+	}
+	if limit < 1 || limit > MaxLimit {
+		return SincePage{}, fmt.Errorf("%w limit: must be from 1 to %d", errkind.Invalid, MaxLimit)
 	}
 	v := view{f: l.Feature}
-	s := Scan{From: from, Limit: limit, Values: true, WriteTimes: v.f.ItemsSince != 0, Ascending: true}
-	var items []Item
+	s := Scan{From: from, Limit: limit + 1, Values: true, WriteTimes: v.f.ItemsSince != 0, Ascending: true}
+	var p SincePage
+	looked := 0
 	err := scan(ctx, s, func(row Row) bool {
+		if looked == limit {
+			p.Next = row.Key
+			return false
+		}
+		looked++
 		if v.f.ItemsSince == 0 || row.WriteTime >= v.f.ItemsSince {
-			items = append(items, Item{Key: row.Key, Timestamp: keys.ItemTimestamp(row.Key), Value: row.Value})
+			p.Items = append(p.Items, Item{Key: row.Key, Timestamp: keys.ItemTimestamp(row.Key), Value: row.Value})
 		}
 		return true
 	})
-	return items, err
+	if err != nil {
+		return SincePage{}, err
+	}
+	return p, nil
 }

@@ -170,6 +170,16 @@ type Page struct {
 	End string
 }
 
+// SincePage is a stretch of a list from a key on, oldest first.
+type SincePage struct {
+	Items []Item
+	// Next is where the next stretch starts (the from of the next call):
+	// the key of the first row not looked at. "" when no row follows.
+	// Fewer items than asked say nothing of the end: rows a read leaves
+	// out (of a deleted feature) count towards its limit.
+	Next string
+}
+
 // AddResult counts what an add did.
 type AddResult struct {
 	Added   int // distinct items written
@@ -203,9 +213,9 @@ type Store interface {
 	// (FindItems).
 	Find(ctx context.Context, l List, values [][]byte, minTimestamp int64, maxRows int) ([]string, error)
 	// Since reads the items of a list whose keys are at or after from (an
-	// item key or a timestamp prefix), oldest first, at most limit
-	// (ReadSince).
-	Since(ctx context.Context, l List, from string, limit int) ([]Item, error)
+	// item key or a timestamp prefix), oldest first, looking at no more
+	// than limit rows, and says where the next call starts (ReadSince).
+	Since(ctx context.Context, l List, from string, limit int) (SincePage, error)
 	// AddItems writes items into a list, all or nothing, and trims a
 	// capped list (ShouldTrim).
 	AddItems(ctx context.Context, l List, items []NewItem) (AddResult, error)

@@ -886,15 +886,12 @@ func (s *Subscription) readSince(ctx context.Context) error {
 	if err := s.hold(ctx); err != nil {
 		return err
 	}
-	items, err := h.cfg.Store.Since(ctx, s.list.l, s.since, h.cfg.CatchUpPage+1)
+	read, err := h.cfg.Store.Since(ctx, s.list.l, s.since, h.cfg.CatchUpPage)
 	if err != nil {
 		return err
 	}
-	s.since = ""
-	if len(items) > h.cfg.CatchUpPage {
-		s.since = items[h.cfg.CatchUpPage].Key
-		items = items[:h.cfg.CatchUpPage]
-	}
+	items := read.Items
+	s.since = read.Next
 	if s.sent += len(items); s.sent > h.cfg.MaxCatchUp {
 		return fmt.Errorf("%w since: more than %d items to send before the new ones (--max-count); subscribe with a later since", errkind.Invalid, h.cfg.MaxCatchUp)
 	}

@@ -75,6 +75,12 @@ func (c *Conn) Subscribe(ctx context.Context, id, query string, vars map[string]
 	return c.send(ctx, map[string]any{"id": id, "type": "subscribe", "payload": map[string]any{"query": query, "variables": vars}})
 }
 
+// SubscribeRequest sends a subscribe message of any payload: a
+// documentId, say, or extensions.
+func (c *Conn) SubscribeRequest(ctx context.Context, id string, payload map[string]any) error {
+	return c.send(ctx, map[string]any{"id": id, "type": "subscribe", "payload": payload})
+}
+
 // Complete ends a subscription.
 func (c *Conn) Complete(ctx context.Context, id string) error {
 	return c.send(ctx, map[string]any{"id": id, "type": "complete"})

@@ -311,7 +311,7 @@ func (s *Store) Items(ctx context.Context, l store.List, r store.Range) (store.P
 }
 
 // Since reads the items of a list from a key on, oldest first.
-func (s *Store) Since(ctx context.Context, l store.List, from string, limit int) ([]store.Item, error) {
+func (s *Store) Since(ctx context.Context, l store.List, from string, limit int) (store.SincePage, error) {
 	return store.ReadSince(ctx, l, from, limit, s.scanner(l))
 }
 

@@ -68,6 +68,7 @@ func Run(t *testing.T, open NewStore) {
 		{"RecreatedFeatureShowsNoItemOfTheDeletedOne", testRecreate},
 		{"RecreatedAtOnceIsAnotherList", testRecreateAtOnce},
 		{"SinceReadsOldestFirstFromAKey", testSince},
+		{"SincePagesPastRowsOfADeletedFeature", testSincePastDeletedRows},
 		{"ValuesOfOneMD5AreNotTakenForEachOther", testHashCollision},
 		{"RemovalIsBoundedWindowedAndSaysWhatItDid", testRemovalBounds},
 		{"AnEndedContextEndsReadsAndWrites", testEndedContext},
@@ -909,12 +910,12 @@ func testSince(t *testing.T, h *harness) {
 	h.add(l, item(ts[5], "v5 twin")) // a second item at v5's timestamp
 	since := func(from string, limit int) []string {
 		t.Helper()
-		items, err := h.s.Since(h.ctx, l, from, limit)
+		page, err := h.s.Since(h.ctx, l, from, limit)
 		if err != nil {
 			t.Fatalf("Since: %v", err)
 		}
 		vals := []string{}
-		for _, it := range items {
+		for _, it := range page.Items {
 			vals = append(vals, string(it.Value))
 			if it.Key != keys.ItemKey(it.Timestamp, it.Value) {
 				t.Fatalf("item %+v: key and timestamp disagree", it)
@@ -939,6 +940,59 @@ func testSince(t *testing.T, h *harness) {
 	l = h.list(&g, "u1")
 	h.add(l, item(ts[0].Add(-time.Second), "new"))
 	equal(t, "since, after the feature was created again", since("", 100), []string{"new"})
+}
+
+// Paging by Since from the oldest row finds every item of a feature
+// created again, in order, however many rows of the deleted one lie
+// between them (where a store keeps them).
+func testSincePastDeletedRows(t *testing.T, h *harness) {
+	f := h.feature("f", "", day)
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	var old []store.NewItem
+	for i := range 100 {
+		old = append(old, item(base.Add(time.Duration(3*i)*time.Second), fmt.Sprint("old ", i)), item(base.Add(time.Duration(3*i+1)*time.Second), fmt.Sprint("old ", i, "b")))
+	}
+	h.add(h.list(f, "u1"), old...)
+	if ok, err := h.s.DeleteFeature(h.ctx, f.EntityType, f.Name, f.Version); err != nil || !ok {
+		t.Fatalf("DeleteFeature = %v, %v", ok, err)
+	}
+	g, err := h.s.CreateFeature(h.ctx, *f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := h.list(&g, "u1")
+	var want []string
+	var items []store.NewItem
+	for i := range 100 {
+		want = append(want, fmt.Sprint("new ", i))
+		items = append(items, item(base.Add(time.Duration(3*i+2)*time.Second), want[i]))
+	}
+	h.add(l, items...)
+	// Each call looks at limit rows at most: 300 rows take 30 calls, and
+	// one more finds nothing after them.
+	const limit = 10
+	got := []string{}
+	from := ""
+	for calls := 1; ; calls++ {
+		page, err := h.s.Since(h.ctx, l, from, limit)
+		if err != nil {
+			t.Fatalf("Since: %v", err)
+		}
+		if len(page.Items) > limit {
+			t.Fatalf("call %d: %d items, past the limit of %d", calls, len(page.Items), limit)
+		}
+		for _, it := range page.Items {
+			got = append(got, string(it.Value))
+		}
+		if page.Next == "" {
+			break
+		}
+		if calls > 300/limit+1 || page.Next <= from {
+			t.Fatalf("call %d: next %q after from %q: Since does not move on", calls, page.Next, from)
+		}
+		from = page.Next
+	}
+	equal(t, "items paged through", got, want)
 }
 
 // A public MD5 collision pair of printable strings: one hash, two values.
