@@ -158,18 +158,17 @@ func TestResumeAfterRestart(t *testing.T) {
 // Positions refused, on both stores, over a WebSocket: one malformed, or
 // with since, is BAD_USER_INPUT; one the feed does not hold ends the
 // subscription at once with POSITION_EXPIRED: older than
-// --change-feed-retention (an embedded gateway forgets it at its first
-// sweep, a minute after it starts; a Cassandra gateway keeping the feed 6 s
+// --change-feed-retention (an embedded gateway forgets it once it is
+// older, whether swept or not; a Cassandra gateway keeping the feed 6 s
 // refuses what one keeping it 10 minutes accepts), of another kind of
-// store, or ahead of the feed (an embedded data folder copied before it
-// was written to; a Cassandra position an hour ahead). listItems shows
-// no position.
+// store or keyspace, or ahead of the feed (an embedded data folder copied
+// before it was written to; a Cassandra position an hour ahead). listItems
+// shows no position.
 func TestResumeRefusals(t *testing.T) {
 	hosts := strings.Join(cqltest.Hosts(t), ",")
 	cqlEnv := []string{"LISTGATE_CQL_HOSTS=" + hosts, "LISTGATE_CQL_KEYSPACE=" + resumeKeyspace}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// First, as its sweep runs a minute after it starts.
 	expiring := startGateway(t, "LISTGATE_CHANGE_FEED_RETENTION=4s")
 	createFeature(t, expiring, "user")
 	expiringPos := positionOf(t, ctx, expiring, "user", "u1", "soon-old").position
@@ -228,6 +227,9 @@ func TestResumeRefusals(t *testing.T) {
 	}
 	refusedWith(t, ctx, emb, "embedded: a position of another data folder", listVars("user", "u1", "after", expiringPos), "POSITION_EXPIRED")
 	refusedWith(t, ctx, cas, "cassandra: a position an hour ahead", listVars(entityType, "u1", "after", aheadOf(t, casPos, time.Hour)), "POSITION_EXPIRED")
+	other := startGateway(t, "LISTGATE_CQL_HOSTS="+hosts, "LISTGATE_CQL_KEYSPACE="+resumeKeyspace+"_other", "LISTGATE_MIGRATE=true")
+	createFeature(t, other, entityType)
+	refusedWith(t, ctx, other, "cassandra: a position of another keyspace's feed", listVars(entityType, "u1", "after", casPos), "POSITION_EXPIRED")
 
 	// The copy of the folder holds the feed up to early: late is ahead of
 	// it, early is not.
@@ -252,8 +254,8 @@ func TestResumeRefusals(t *testing.T) {
 	short := startGateway(t, append(cqlEnv, "LISTGATE_CHANGE_FEED_RETENTION=6s")...)
 	awaitExpiry(t, ctx, short, listVars(entityType, "u1", "after", casPos), time.Minute)
 
-	// The embedded gateway keeping its feed 4 s forgets a position at its
-	// first sweep.
+	// The embedded gateway keeping its feed 4 s forgets a position once
+	// it is older.
 	if n := awaitExpiry(t, ctx, expiring, listVars("user", "u1", "after", expiringPos), 2*time.Minute); n == 0 {
 		t.Logf("the embedded gateway had swept the position before the first try")
 	}
@@ -261,15 +263,16 @@ func TestResumeRefusals(t *testing.T) {
 
 // aheadOf is a Cassandra position moved d later: as a position of a
 // cluster whose feed is ahead of this one's. The one place a test reads a
-// position, which store/cql lays out as the kind 'c', the record's time
-// UUID ticks (100 ns, big-endian), the rest of its UUID, and the item.
+// position, which store/cql lays out as the kind 'c', the feed's identity
+// (4 bytes), the record's time UUID ticks (100 ns, big-endian), the rest of
+// its UUID, and the item.
 func aheadOf(t *testing.T, position string, d time.Duration) string {
 	t.Helper()
 	b, err := base64.RawURLEncoding.DecodeString(position)
-	if err != nil || len(b) != 21 || b[0] != 'c' {
+	if err != nil || len(b) != 25 || b[0] != 'c' {
 		t.Fatalf("%q is not a Cassandra position as this test knows one (%v, %d bytes)", position, err, len(b))
 	}
-	binary.BigEndian.PutUint64(b[1:9], binary.BigEndian.Uint64(b[1:9])+uint64(d/100))
+	binary.BigEndian.PutUint64(b[5:13], binary.BigEndian.Uint64(b[5:13])+uint64(d/100))
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 

@@ -95,6 +95,7 @@ type Store struct {
 	rows      *store.RowMeter
 
 	clock     clock
+	feedID    [4]byte // of the change feed: its cluster and keyspace (feed.go)
 	feedLag   metric.Float64Histogram
 	tracer    trace.Tracer
 	stopClock context.CancelFunc
@@ -249,6 +250,11 @@ func (s *Store) probe(ctx context.Context) error {
 		return classify("probing the server", err)
 	}
 	s.scylla = n > 0
+	var cluster string
+	if err := s.session.Query("SELECT cluster_name FROM system.local").WithContext(ctx).Consistency(gocql.One).Scan(&cluster); err != nil {
+		return classify("probing the server", err)
+	}
+	s.feedID = feedIdentity(cluster, s.cfg.Keyspace)
 	s.cap = keys.ExpiryCap2038
 	// Cassandra 5.0 with storage_compatibility_mode NONE stores expiry dates
 	// up to 2106; every other server and mode stops at 2038.

@@ -90,32 +90,44 @@ func (s *Store) record(ctx context.Context, l store.List, writes []store.Write) 
 	return nil
 }
 
-// Record positions: the kind, the time UUID's 60-bit time, then its clock
-// sequence and node, so that positions order by time, then by the rest.
-// A position at a time with every other byte 0xff comes after every
-// record of that time: where a reader that read up to that time stands.
+// Record positions: the kind, the feed's identity (its cluster and
+// keyspace: a position of another feed is told apart), the time UUID's
+// 60-bit time, then its clock sequence and node, so that positions order
+// by time, then by the rest. A position at a time with every other byte
+// 0xff comes after every record of that time: where a reader that read up
+// to that time stands.
 const positionKind = 'c'
 
-func recordOf(id gocql.UUID) string {
-	b := append(make([]byte, 0, 17), positionKind)
+// feedIdentity names a feed by its cluster's name and keyspace.
+func feedIdentity(cluster, keyspace string) [4]byte {
+	h := fnv.New32a()
+	h.Write([]byte(cluster))
+	h.Write([]byte{0})
+	h.Write([]byte(keyspace))
+	return [4]byte(h.Sum(nil))
+}
+
+func (s *Store) recordOf(id gocql.UUID) string {
+	b := append(append(make([]byte, 0, 21), positionKind), s.feedID[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(id.Timestamp()))
 	return string(append(b, id[8:]...))
 }
 
 // endOf is the position after every record of the tick t (100 ns since
 // the UUID epoch).
-func endOf(t int64) store.Position {
-	b := binary.BigEndian.AppendUint64([]byte{positionKind}, uint64(t))
+func (s *Store) endOf(t int64) store.Position {
+	b := append(append(make([]byte, 0, 21), positionKind), s.feedID[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(t))
 	return store.Position{Record: string(append(b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)), Item: store.AllItems}
 }
 
 // tickOf is the time of a record position, in ticks; ok false for a
-// position of another kind of store.
-func tickOf(rec string) (int64, bool) {
-	if len(rec) != 17 || rec[0] != positionKind {
+// position of another feed.
+func (s *Store) tickOf(rec string) (int64, bool) {
+	if len(rec) != 21 || rec[0] != positionKind || rec[1:5] != string(s.feedID[:]) {
 		return 0, false
 	}
-	return int64(binary.BigEndian.Uint64([]byte(rec[1:9]))), true
+	return int64(binary.BigEndian.Uint64([]byte(rec[5:13]))), true
 }
 
 // uuidEpoch is the time UUIDs count from, in ticks of 100 ns.
@@ -136,16 +148,16 @@ func (s *Store) settled() int64 { return ticks(s.clock.Now().Add(-s.cfg.Feed.Win
 // FeedHead is the position of the cluster's now: every record added after
 // the call comes after it.
 func (s *Store) FeedHead(context.Context) (store.Position, error) {
-	return endOf(ticks(s.clock.Now())), nil
+	return s.endOf(ticks(s.clock.Now())), nil
 }
 
 // CheckPosition says whether the records after p are still kept.
 func (s *Store) CheckPosition(_ context.Context, p store.Position) error {
-	t, ok := tickOf(p.Record)
+	t, ok := s.tickOf(p.Record)
 	now := s.clock.Now()
 	switch {
 	case !ok:
-		return store.PositionExpired("the position is not one of this cluster's change feed")
+		return store.PositionExpired("the position is not one of this cluster's and keyspace's change feed")
 	case t < ticks(now.Add(-s.cfg.Feed.Retention+s.cfg.Feed.Window)):
 		return store.PositionExpired("the change feed no longer keeps the adds after this position (it keeps them for the retention of list_changes)")
 	case t > ticks(now.Add(s.cfg.Feed.Window)):
@@ -180,7 +192,7 @@ type head struct {
 // back than the feed keeps, and within one bucket of its start, so that a
 // reader far behind reads a bucket at a time.
 func (s *Store) span(after store.Position, end int64) (from, to int64, ok bool) {
-	from, ok = tickOf(after.Record)
+	from, ok = s.tickOf(after.Record)
 	if !ok {
 		return 0, 0, false
 	}
@@ -199,7 +211,7 @@ func (s *Store) heads(ctx context.Context, shards []int, after store.Position, f
 			h := head{bucket: b, shard: shard}
 			var createdAt time.Time
 			for iter.Scan(&h.id, &h.list.Feature, &createdAt, &h.list.EntityID, &h.bytes) {
-				h.rec, h.list.CreatedAt = recordOf(h.id), createdAt.UnixNano()
+				h.rec, h.list.CreatedAt = s.recordOf(h.id), createdAt.UnixNano()
 				if t := h.id.Timestamp(); t >= from && t <= to && after.Behind(h.rec) {
 					out = append(out, h)
 				}
@@ -243,7 +255,7 @@ func (s *Store) ReadFeed(ctx context.Context, after store.Position, watched func
 func (s *Store) readFeed(ctx context.Context, after store.Position, watched func(store.ListID) bool, maxBytes int) ([]store.Change, store.Position, error) {
 	from, to, ok := s.span(after, s.settled())
 	if !ok {
-		return nil, after, store.PositionExpired("the position is not one of this cluster's change feed")
+		return nil, after, store.PositionExpired("the position is not one of this cluster's and keyspace's change feed")
 	}
 	if to < from {
 		return nil, after, nil
@@ -263,7 +275,7 @@ func (s *Store) readFeed(ctx context.Context, after store.Position, watched func
 		}
 	}
 	want, all := upToBytes(want, maxBytes)
-	reached := endOf(to)
+	reached := s.endOf(to)
 	if !all {
 		reached = store.Position{Record: want[len(want)-1].rec, Item: store.AllItems}
 	}
@@ -274,13 +286,13 @@ func (s *Store) readFeed(ctx context.Context, after store.Position, watched func
 // ListFeed reads the records of one list after `after` up to upTo's, from
 // its shard: the heads of every list's records there are what it costs.
 func (s *Store) ListFeed(ctx context.Context, l store.List, after, upTo store.Position, maxBytes int) ([]store.Change, store.Position, int, error) {
-	end, ok := tickOf(upTo.Record)
+	end, ok := s.tickOf(upTo.Record)
 	if !ok {
-		return nil, after, 0, store.PositionExpired("the position is not one of this cluster's change feed")
+		return nil, after, 0, store.PositionExpired("the position is not one of this cluster's and keyspace's change feed")
 	}
 	from, to, ok := s.span(after, end)
 	if !ok {
-		return nil, after, 0, store.PositionExpired("the position is not one of this cluster's change feed")
+		return nil, after, 0, store.PositionExpired("the position is not one of this cluster's and keyspace's change feed")
 	}
 	if to < from {
 		return nil, after, 0, nil
@@ -297,7 +309,7 @@ func (s *Store) ListFeed(ctx context.Context, l store.List, after, upTo store.Po
 		}
 	}
 	want, all := upToBytes(want, maxBytes)
-	reached := endOf(to)
+	reached := s.endOf(to)
 	if to == end {
 		reached = upTo
 	}
@@ -349,7 +361,7 @@ func (s *Store) fetchPart(ctx context.Context, bucket int64, shard int, ids []go
 	var values [][]byte
 	for iter.Scan(&id, &c.List.Feature, &createdAt, &c.List.EntityID, &keys, &values) {
 		if len(values) == len(keys) { // else not a record this store wrote
-			c.Record, c.At, c.List.CreatedAt = recordOf(id), id.Time(), createdAt.UnixNano()
+			c.Record, c.At, c.List.CreatedAt = s.recordOf(id), id.Time(), createdAt.UnixNano()
 			c.Items = make([]store.Item, len(keys))
 			for i, k := range keys {
 				c.Items[i] = store.Item{Key: k, Timestamp: itemkeys.ItemTimestamp(k), Value: values[i]}

@@ -241,8 +241,24 @@ func (s *Store) CheckPosition(_ context.Context, p store.Position) error {
 		return store.PositionExpired("the change feed no longer keeps the adds after this position (--change-feed-retention)")
 	case n > settled+1:
 		return store.PositionExpired("the position is ahead of the change feed (a data folder restored from an older backup?)")
+	case s.olderThanKept(n):
+		return store.PositionExpired("the change feed no longer keeps the adds after this position (--change-feed-retention)")
 	}
 	return nil
+}
+
+// olderThanKept says whether the first record from n on is past the
+// retention: swept or not yet, it is no longer kept.
+func (s *Store) olderThanKept(n uint64) bool {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: feedKey(n), UpperBound: []byte{feedPrefix + 1}})
+	if err != nil {
+		return false
+	}
+	defer it.Close()
+	if !it.First() || len(it.Value()) < 8 {
+		return false
+	}
+	return int64(binary.BigEndian.Uint64(it.Value())) < s.now().Add(-s.cfg.FeedRetention).UnixNano()
 }
 
 // WaitFeed returns once a record after `after` has settled.
