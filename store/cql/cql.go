@@ -217,8 +217,8 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	s.tracer = cfg.TracerProvider.Tracer("github.com/listgate/listgate/store/cql")
 	meter := cfg.MeterProvider.Meter("github.com/listgate/listgate/store/cql")
 	if s.feedLag, err = meter.Float64Histogram("listgate.change_feed.lag", metric.WithUnit("s"),
-		metric.WithDescription("How long after its time a change record was read: write latency, and what the clock correction misses."),
-		metric.WithExplicitBucketBoundaries(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5)); err != nil {
+		metric.WithDescription("How long after its time a change record was read: the settle delay (--change-feed-window), and how far this gateway's reads of the feed trail it."),
+		metric.WithExplicitBucketBoundaries(0.5, 1, 2, 2.25, 2.5, 3, 4, 5, 10, 30)); err != nil {
 		session.Close()
 		return nil, err
 	}
