@@ -1,0 +1,137 @@
+package cql_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/listgate/listgate/internal/cqltest"
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/cql"
+)
+
+// cancelAfterBatch cancels a context once a batch has been executed: as a
+// client that hangs up right after its add's items are written.
+type cancelAfterBatch struct {
+	next   gocql.BatchObserver
+	cancel context.CancelFunc
+}
+
+func (o cancelAfterBatch) ObserveBatch(ctx context.Context, b gocql.ObservedBatch) {
+	o.next.ObserveBatch(ctx, b)
+	o.cancel()
+}
+
+// An add's record is written under a deadline of its own: a client that
+// hangs up once the items are written still leaves a record, and its
+// items reach subscriptions.
+func TestRecordOutlivesItsClient(t *testing.T) {
+	ctx, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
+	cfg := cqltest.Config(t)
+	s, err := cql.OpenTuned(context.Background(), cfg, func(c *gocql.ClusterConfig) {
+		c.BatchObserver = cancelAfterBatch{next: c.BatchObserver, cancel: hangUp}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	f, err := s.CreateFeature(context.Background(), store.Feature{EntityType: "record_client", Name: "f", ValueType: store.String, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := store.List{Feature: &f, EntityID: "u1"}
+	head, err := s.FeedHead(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddItems(ctx, l, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte("written")}}); err != nil {
+		t.Fatalf("the add whose client hung up after its items: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for at := head; ; {
+		changes, reached, err := s.ReadFeed(context.Background(), at, func(id store.ListID) bool { return id == l.ID() }, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(changes) == 1 && string(changes[0].Items[0].Value) == "written" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no record of the add within 30 s")
+		}
+		at = reached
+		if err := s.WaitFeed(context.Background(), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// countHeads counts the rows the feed's reads of record heads return.
+type countHeads struct {
+	next gocql.QueryObserver
+	rows *atomic.Int64
+}
+
+func (o countHeads) ObserveQuery(ctx context.Context, q gocql.ObservedQuery) {
+	o.next.ObserveQuery(ctx, q)
+	if strings.HasPrefix(q.Statement, "SELECT id, feature_key, created_at, entity_id, bytes FROM") {
+		o.rows.Add(int64(q.Rows))
+	}
+}
+
+// A reader of the feed reads each record's head once, however often it
+// polls: from where it stands to the settled end, never again.
+func TestEachHeadIsReadOnce(t *testing.T) {
+	var rows atomic.Int64
+	cfg := cqltest.Config(t)
+	cfg.Feed.Poll = 20 * time.Millisecond
+	s, err := cql.OpenTuned(context.Background(), cfg, func(c *gocql.ClusterConfig) {
+		c.QueryObserver = countHeads{next: c.QueryObserver, rows: &rows}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	f, err := s.CreateFeature(context.Background(), store.Feature{EntityType: "heads_once", Name: "f", ValueType: store.String, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := store.List{Feature: &f, EntityID: "u1"}
+	ctx := context.Background()
+	at, err := s.FeedHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const adds = 40
+	go func() {
+		for i := range adds {
+			if _, err := s.AddItems(ctx, l, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte(fmt.Sprint(i))}}); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	read, polls := 0, 0
+	deadline := time.Now().Add(time.Minute)
+	for read < adds && time.Now().Before(deadline) {
+		changes, reached, err := s.ReadFeed(ctx, at, func(store.ListID) bool { return true }, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, at, polls = read+len(changes), reached, polls+1
+		if err := s.WaitFeed(ctx, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if read != adds {
+		t.Fatalf("read %d records of %d", read, adds)
+	}
+	if n := rows.Load(); n != adds {
+		t.Fatalf("%d heads read for %d records in %d polls; want each once", n, adds, polls)
+	}
+}
