@@ -454,7 +454,12 @@ func (c *connection) subscription(ctx context.Context, s *started, op *operation
 // (at shutdown too), or with nothing once the client has completed it.
 func (c *connection) stream(ctx context.Context, s *started, op *operation.Operation, rc *graphql.OperationContext) {
 	responses, sctx := c.s.h.exec.DispatchOperation(ctx, rc)
-	for resp := responses(sctx); resp != nil; resp = responses(sctx) {
+	for {
+		op.Produce() // the next result is made here, not on a goroutine of its own
+		resp := responses(sctx)
+		if resp == nil {
+			break
+		}
 		if !c.next(sctx, s.id, resp) {
 			s.drop()
 			return
