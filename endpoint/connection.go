@@ -298,31 +298,52 @@ func (s *started) drop() {
 // --max-in-flight, the deadline, the guards, the response byte budget, its
 // log line and metrics. A subscription holds its slot only while it is
 // parsed, and has no deadline; it counts against the subscriptions of the
-// connection and the caller.
+// connection and the caller. Once set up it is streamed by a goroutine of
+// its own, which ends it: a subscription waits for as long as it lives,
+// and does so on a stack of the size waiting needs rather than on this
+// one, which parsing it and subscribing grew.
 func (c *connection) run(ctx context.Context, s *started, m message, received time.Time) {
-	h := c.s.h
 	op := c.operation(received)
 	ctx = operation.With(graphql.StartOperationTrace(ctx), op)
+	streaming := false // the stream's goroutine ends the operation
 	defer func() {
-		if p := recover(); p != nil {
-			// What panics is a path's work before its end (every end is
-			// this file's own writing), so the operation has not ended.
-			s.failPresented(ctx, gqlerror.List{h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)})
+		c.recovered(ctx, s, recover())
+		if !streaming {
+			c.end(ctx, s, op)
 		}
-		s.cancel()
-		op.End()
-		h.observer.done(ctx, op)
-		c.ops.Done()
 	}()
-	timed, cancelTimed := context.WithDeadline(ctx, received.Add(h.limits.RequestTimeout))
+	timed, cancelTimed := context.WithDeadline(ctx, received.Add(c.s.h.limits.RequestTimeout))
 	defer cancelTimed()
 	params, documentID, ok := c.admit(timed, s, op, m)
 	if !ok {
 		return
 	}
-	if rc := c.inSlot(ctx, timed, s, op, params, documentID); rc != nil {
-		c.subscription(ctx, s, op, rc)
+	rc := c.inSlot(ctx, timed, s, op, params, documentID)
+	if rc == nil {
+		return
 	}
+	if responses, sctx := c.subscription(ctx, s, rc); responses != nil {
+		streaming = true
+		go c.stream(ctx, s, op, responses, sctx)
+	}
+}
+
+// recovered ends the operation with the error of a panic p, if any. What
+// panics is a path's work before its end (every end is this file's own
+// writing), so the operation has not ended.
+func (c *connection) recovered(ctx context.Context, s *started, p any) {
+	if p != nil {
+		s.failPresented(ctx, gqlerror.List{c.s.h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)})
+	}
+}
+
+// end ends the operation, once its last message is written or none will
+// be: what it holds is given back, and it is logged and counted.
+func (c *connection) end(ctx context.Context, s *started, op *operation.Operation) {
+	s.cancel()
+	op.End()
+	c.s.h.observer.done(ctx, op)
+	c.ops.Done()
 }
 
 // admit decides whether the operation may wait for a slot: its caller is
@@ -431,30 +452,45 @@ func (c *connection) takeRunning() (leave func(), err error) {
 	}, nil
 }
 
-// subscription streams a subscription, unless the connection or its
+// subscription sets a subscription up, unless the connection or its
 // caller holds its bound of subscriptions, or the gateway is shutting
-// down. Shutdown waits for its last message.
-func (c *connection) subscription(ctx context.Context, s *started, op *operation.Operation, rc *graphql.OperationContext) {
+// down: it returns its results, for stream to write, or nil once it has
+// ended. Shutdown waits for its last message.
+func (c *connection) subscription(ctx context.Context, s *started, rc *graphql.OperationContext) (responses graphql.ResponseHandler, sctx context.Context) {
 	leave, err := c.s.acquireSubscription(ctx, c)
 	if err != nil {
 		s.fail(ctx, errorList(err))
-		return
+		return nil, nil
 	}
 	s.place = leave
 	if !c.s.begin(&c.s.streams) {
 		s.fail(ctx, errorList(fmt.Errorf("%w: the gateway is shutting down; connect to another replica", errkind.Refused)))
-		return
+		return nil, nil
 	}
-	defer c.s.streams.Done()
-	c.stream(ctx, s, op, rc)
+	defer func() {
+		if responses == nil {
+			c.s.streams.Done() // DispatchOperation panicked: there is no stream to wait for
+		}
+	}()
+	return c.s.h.exec.DispatchOperation(ctx, rc)
 }
 
 // stream writes each result of a subscription, then ends it: with its
 // error (TOO_SLOW, NOT_FOUND, …), with a complete once its stream ends
 // (at shutdown too), or with nothing once the client has completed it.
-func (c *connection) stream(ctx context.Context, s *started, op *operation.Operation, rc *graphql.OperationContext) {
-	responses, sctx := c.s.h.exec.DispatchOperation(ctx, rc)
-	for resp := responses(sctx); resp != nil; resp = responses(sctx) {
+// It runs on a goroutine of its own, and ends the operation.
+func (c *connection) stream(ctx context.Context, s *started, op *operation.Operation, responses graphql.ResponseHandler, sctx context.Context) {
+	defer func() {
+		c.recovered(ctx, s, recover())
+		c.s.streams.Done()
+		c.end(ctx, s, op)
+	}()
+	for {
+		op.Produce() // the next result is made here, not on a goroutine of its own
+		resp := responses(sctx)
+		if resp == nil {
+			break
+		}
 		if !c.next(sctx, s.id, resp) {
 			s.drop()
 			return

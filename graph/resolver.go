@@ -24,32 +24,35 @@ type Resolver struct {
 func NewResolver(svc *lists.Service) *Resolver { return &Resolver{lists: svc} }
 
 // stream turns a watch into the items a subscription sends, one at a
-// time, as its client takes them; an error that ends the watch ends the
-// subscription with it, through its operation.
+// time, as its client takes them: each is taken from the watch by the
+// goroutine that sends it, when it asks for the next
+// (operation.SetProducer), so an idle subscription has no goroutine here.
+// An error that ends the watch ends the subscription with it, through its
+// operation.
 func (r *Resolver) stream(ctx context.Context, w *lists.Watch) <-chan model.ListItem {
-	out := make(chan model.ListItem)
-	go func() {
-		defer close(out)
-		for {
-			it, err := w.Next(ctx)
-			if err != nil {
-				if op := operation.From(ctx); op != nil && ctx.Err() == nil && !errors.Is(err, watch.ErrEnded) {
-					op.EndStream(err)
-				}
-				return
-			}
-			select {
-			case out <- model.DeliveredItemOf(w.Feature, &it):
-				w.Sent(it)
-			case <-w.Done():
-				// Ended while its client was not reading: the item is not
-				// sent, the next call says why (and where to resume: before
-				// it), and what it held is let go.
-			case <-ctx.Done():
-				return
-			}
+	out := make(chan model.ListItem, 1)
+	op := operation.From(ctx)
+	var last *watch.Delivery // given last: once the next is asked for, it was sent
+	ended := false
+	op.SetProducer(func() {
+		if ended || len(out) > 0 {
+			return
 		}
-	}()
+		if last != nil {
+			w.Sent(*last)
+		}
+		it, err := w.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, watch.ErrEnded) {
+				op.EndStream(err)
+			}
+			ended = true
+			close(out)
+			return
+		}
+		out <- model.DeliveredItemOf(w.Feature, &it)
+		last = &it
+	})
 	return out
 }
 

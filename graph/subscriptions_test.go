@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -405,4 +406,48 @@ func readUntilEnded(t *testing.T, c *wsClient, id string, seen map[string]bool, 
 		}
 	}
 	return ""
+}
+
+// An idle subscription holds one goroutine of the gateway's, the one that
+// will write its items; completed, it holds none.
+func TestIdleSubscriptionHoldsOneGoroutine(t *testing.T) {
+	const n = 50
+	m, metered := withMeters(t)
+	g, srv := subscriptionGateway(t, embeddedStore(t), metered)
+	g.createFeature("f", "STRING", 3600)
+	c, _, err := dial(t, srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.init(""); err != nil || m.Type != "connection_ack" {
+		t.Fatalf("init: %+v %v", m, err)
+	}
+	before := runtime.NumGoroutine()
+	for i := range n {
+		c.subscribe(fmt.Sprint(i), fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u%d", feature: "f") { value } }`, g.entityType, i))
+	}
+	m.await(n, "listgate.subscriptions.active")
+	// Within a few goroutines of the test's own (the hub's reader of the
+	// feed, metrics): two a subscription would be far past.
+	awaitGoroutines(t, before+n+n/4)
+	g.add("u7", "f", item{"a", ""})
+	if id, v, _ := c.item(); id != "7" || v != "a" {
+		t.Fatalf("got item %s of %s, want a of 7", v, id)
+	}
+	for i := range n {
+		c.send(wsMessage{ID: fmt.Sprint(i), Type: "complete"})
+	}
+	m.await(0, "listgate.subscriptions.active")
+	awaitGoroutines(t, before+n/4)
+}
+
+// awaitGoroutines waits until the process runs at most want goroutines,
+// failing after 10 s.
+func awaitGoroutines(t *testing.T, want int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after 10 s, want at most %d", runtime.NumGoroutine(), want)
+		}
+	}
 }

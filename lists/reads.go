@@ -223,9 +223,6 @@ func (w *Watch) Next(ctx context.Context) (watch.Delivery, error) {
 // watch.Subscription.Sent).
 func (w *Watch) Sent(d watch.Delivery) { w.sub.Sent(d) }
 
-// Done is closed once the gateway has ended the watch: Next says why.
-func (w *Watch) Done() <-chan struct{} { return w.sub.Done() }
-
 // current says whether a watched list's feature is still the one
 // subscribed to: one deleted, or created again, ends its watches.
 func (s *Service) current(l store.List) error {

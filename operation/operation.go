@@ -46,6 +46,7 @@ type Operation struct {
 	codes     []string
 	canceled  bool
 	streamErr error
+	produce   func() // makes a subscription's next result (SetProducer)
 	onEnd     []func()
 	ended     bool
 }
@@ -125,6 +126,30 @@ func (op *Operation) StreamErr() error {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	return op.streamErr
+}
+
+// SetProducer has a subscription's results made by the goroutine that
+// sends them, each when it asks for it (Produce), rather than by a
+// goroutine of the resolver's own waiting beside it: an idle subscription
+// then costs one goroutine, not two. produce puts the stream's next
+// result in the channel the resolver returned, or closes it, waiting
+// until there is one or the operation's context ends; it does nothing
+// while a result it made has not been taken.
+func (op *Operation) SetProducer(produce func()) {
+	op.mu.Lock()
+	op.produce = produce
+	op.mu.Unlock()
+}
+
+// Produce makes the stream's next result, if a resolver set a producer.
+// The goroutine that sends the results calls it before it takes each.
+func (op *Operation) Produce() {
+	op.mu.Lock()
+	produce := op.produce
+	op.mu.Unlock()
+	if produce != nil {
+		produce()
+	}
 }
 
 // OnEnd has f run when the operation ends (what it holds is given back),
