@@ -38,9 +38,10 @@ func startGateway(bin string, concurrency int, args ...string) (*server, error) 
 func startServer(bin string, concurrency int, args ...string) (*server, error) {
 	cmd := exec.Command(bin, args...)
 	// The benchmark measures what one client can get: no per-caller cost
-	// budget (set by the environment, which a gateway older than the flag
-	// ignores).
-	cmd.Env = append(os.Environ(), "LISTGATE_CALLER_COST_RATE=0")
+	// budget, and the whole of the in-flight slots and complexity (set by
+	// the environment, which a gateway older than the flags ignores); else
+	// 32 counts at once are refused their share.
+	cmd.Env = append(os.Environ(), "LISTGATE_CALLER_COST_RATE=0", "LISTGATE_CALLER_MAX_IN_FLIGHT_SHARE=1")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -238,12 +238,10 @@ type list struct {
 	key store.ListID
 	l   store.List
 	// born is the count of reads begun when the list was first watched:
-	// reads begun after take its records. covered, once ready, is where
-	// those reads began: every record of the list after it reaches the
-	// buffer; a subscription that starts before it reads the rest from the
-	// store.
+	// reads begun after take its records. ready is set once the reads that
+	// take them begin from the cursor: the list was watched while none was
+	// in flight, or the one in flight has ended.
 	born    uint64
-	covered store.Position
 	ready   bool
 	base    uint64  // the sequence number of items[0]
 	items   []entry // oldest first
@@ -381,10 +379,7 @@ func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head stor
 			default:
 			}
 		}
-		w = &list{key: key, l: l, subs: map[*Subscription]struct{}{}, born: h.reads}
-		if !h.reading {
-			w.covered, w.ready = h.cursor, true
-		}
+		w = &list{key: key, l: l, subs: map[*Subscription]struct{}{}, born: h.reads, ready: !h.reading}
 		h.lists[key] = w
 		h.watched.Add(ctx, 1)
 	}
@@ -521,10 +516,10 @@ func (h *Hub) cover(r uint64) {
 		if w.ready || w.born != r {
 			continue
 		}
-		w.covered, w.ready = h.cursor, true
+		w.ready = true
 		for s := range w.subs {
 			if !s.knownAt {
-				s.joined, s.knownAt = w.covered, true
+				s.joined, s.knownAt = h.cursor, true
 				select {
 				case s.notify <- struct{}{}:
 				default:
