@@ -25,7 +25,9 @@ import (
 // itself, asked through a Unix socket in the folder. Who may use the
 // socket is the file system's to say (the gateway's user alone): no
 // listener on a port, no credential of its own, and only who may read the
-// data folder anyway can copy it.
+// data folder anyway can copy it. Whether a folder may take a backup is
+// the store's to decide (embedded.Store.Backup), for the socket and the
+// command alike.
 
 // backupSocket is the name of the socket in the data folder.
 const backupSocket = "backup.sock"
@@ -37,8 +39,9 @@ const maxSocketPath = 103
 const backupUsage = `Usage: listgate backup --to DIR [flags]
 
 listgate backup copies the embedded store of --data-dir to DIR, a folder
-that must not exist or must be empty, as it was at one moment: every add
-acknowledged before the command began is in it. While a gateway serves the
+outside the data folder (by whatever path) that must not exist or must be
+empty, as it was at one moment: every add acknowledged before the command
+began is in it. While a gateway serves the
 store, that gateway makes the copy, asked through the socket backup.sock in
 the data folder (which only the gateway's user may use), and goes on
 serving; with none running, the command opens the folder and copies it.
@@ -53,7 +56,7 @@ gateway with --data-dir DIR.
 func runBackup(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	var c config
 	fs := commandFlags("backup", &c, "data-dir")
-	to := fs.String("to", "", "the folder to write the backup to: one that does not exist, or an empty one")
+	to := fs.String("to", "", "the folder to write the backup to: one outside the data folder that does not exist, or an empty one")
 	if err := parseCommand(fs, backupUsage, args, getenv, stdout); err != nil {
 		return err
 	}
@@ -67,9 +70,6 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 	target, err := filepath.Abs(*to)
 	if err != nil {
 		return err
-	}
-	if rel, err := filepath.Rel(dataDir, target); err == nil && (rel == "." || !strings.HasPrefix(rel, "..")) {
-		return fmt.Errorf("--to %s is inside the data folder %s: name a folder outside it", target, dataDir)
 	}
 	if _, err := os.Stat(dataDir); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)

@@ -249,7 +249,7 @@ func newAuthenticator(cfg config, log *slog.Logger) (*auth.Authenticator, error)
 func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger) (store.Store, error) {
 	if len(cfg.CQLHosts) == 0 {
 		s, err := embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute, Now: cfg.now, Limits: cfg.StoreLimits, MeterProvider: tel.MeterProvider, FeedRetention: cfg.Feed.Retention,
-			RecreateWait: cfg.FeatureStaleness + features.ClockSkew})
+			RecreateWait: cfg.FeatureStaleness + features.ClockSkew, Log: log})
 		var inUse *embedded.InUseError
 		if errors.As(err, &inUse) {
 			return nil, fmt.Errorf("%w; stop it, or use --data-dir to name another folder", err)
@@ -368,12 +368,25 @@ func pprofRoutes(mux *http.ServeMux) *http.ServeMux {
 	return mux
 }
 
+// metricsOnAPI reports whether /metrics is served on --listen: only in
+// dev mode without --metrics-listen. In prod mode it is served on
+// --metrics-listen alone, a listener an operator keeps off the callers'
+// network: operation names, callers and error rates are not theirs to
+// read, and a scraper then needs no token.
+func metricsOnAPI(cfg config) bool {
+	return cfg.MetricsListen == "" && cfg.Mode != "prod"
+}
+
 // newServer lists every route.
 func newServer(cfg config, gql http.Handler, ready readiness, tel *telemetry.Telemetry, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", withCORS(cfg, gql))
-	if cfg.MetricsListen == "" {
+	if metricsOnAPI(cfg) {
 		mux.Handle("GET /metrics", tel.MetricsHandler())
+	} else {
+		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+			endpoint.WriteError(w, http.StatusNotFound, endpoint.CodeNotFound, "no such path: /metrics is not served on this listener (--metrics-listen; in --mode prod, only there)")
+		})
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")

@@ -11,9 +11,12 @@ import (
 // startupAttrs are the fields of the one line logged at start-up: what an
 // operator reading the log must know first about this process.
 func startupAttrs(cfg config, b build, listen string, ops *opsListeners) []any {
-	metrics, pprof := listen, "off"
-	if ops.metrics != "" {
+	metrics, pprof := "off", "off"
+	switch {
+	case ops.metrics != "":
 		metrics = ops.metrics
+	case metricsOnAPI(cfg):
+		metrics = listen
 	}
 	if ops.pprof != "" {
 		pprof = ops.pprof

@@ -54,6 +54,7 @@ var defaultJWKSPolicy = jwksPolicy{Refresh: time.Hour, MinInterval: time.Minute,
 // keys fetched before.
 type jwks struct {
 	url    string
+	named  string // url with its password masked: what logs and errors show
 	client *http.Client
 	log    *slog.Logger
 	policy jwksPolicy
@@ -92,6 +93,7 @@ func newJWKS(rawURL string, log *slog.Logger, policy jwksPolicy) (*jwks, error) 
 	}
 	return &jwks{
 		url:    rawURL,
+		named:  u.Redacted(),
 		client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
 		log:    log,
 		policy: policy,
@@ -104,7 +106,7 @@ func newJWKS(rawURL string, log *slog.Logger, policy jwksPolicy) (*jwks, error) 
 // it refuses JWKS-verified tokens, saying why, until a fetch succeeds.
 func (j *jwks) start() {
 	if u, _ := url.Parse(j.url); u.Scheme == "http" && !isLoopback(u.Hostname()) {
-		j.log.Warn("the JWKS is fetched over plain HTTP: anyone on the way can replace its keys and sign tokens; use https", "url", j.url)
+		j.log.Warn("the JWKS is fetched over plain HTTP: anyone on the way can replace its keys and sign tokens; use https", "url", j.named)
 	}
 	if err := j.refresh(false); err != nil {
 		j.log.Error("JWTs signed by the JWKS's keys are refused until it loads; retrying every "+j.policy.MinInterval.String(), "err", err)
@@ -133,7 +135,7 @@ func (j *jwks) run(ctx context.Context) {
 		case err != nil:
 			j.log.Error("JWTs signed by the JWKS's keys are still refused", "err", err)
 		case failedBefore:
-			j.log.Info("JWKS loaded", "url", j.url, "keys", len(*j.keys.Load()))
+			j.log.Info("JWKS loaded", "url", j.named, "keys", len(*j.keys.Load()))
 		}
 	}
 }
@@ -180,7 +182,7 @@ func (j *jwks) fetch() error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.url, nil)
 	if err != nil {
-		return fmt.Errorf("the JWKS at %s: %w", j.url, err)
+		return fmt.Errorf("the JWKS at %s: %w", j.named, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := j.client.Do(req)
@@ -188,26 +190,26 @@ func (j *jwks) fetch() error {
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err // without the method and URL said already
 		}
-		return fmt.Errorf("the JWKS at %s did not answer: %w", j.url, err)
+		return fmt.Errorf("the JWKS at %s did not answer: %w", j.named, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the JWKS at %s answered HTTP %d, not 200", j.url, resp.StatusCode)
+		return fmt.Errorf("the JWKS at %s answered HTTP %d, not 200", j.named, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, j.policy.MaxBytes+1))
 	if err != nil {
-		return fmt.Errorf("the JWKS at %s did not answer: %w", j.url, err)
+		return fmt.Errorf("the JWKS at %s did not answer: %w", j.named, err)
 	}
 	if int64(len(body)) > j.policy.MaxBytes {
-		return fmt.Errorf("the JWKS at %s is larger than %d bytes", j.url, j.policy.MaxBytes)
+		return fmt.Errorf("the JWKS at %s is larger than %d bytes", j.named, j.policy.MaxBytes)
 	}
 	var set jwkset.JWKSMarshal
 	if err := json.Unmarshal(body, &set); err != nil {
-		return fmt.Errorf("the JWKS at %s is not a JWK set: %w", j.url, err)
+		return fmt.Errorf("the JWKS at %s is not a JWK set: %w", j.named, err)
 	}
 	keys := usableKeys(set)
 	if len(keys) == 0 {
-		return fmt.Errorf("the JWKS at %s has no RSA, ECDSA (P-256, P-384, P-521) or Ed25519 signing key among its %d keys", j.url, len(set.Keys))
+		return fmt.Errorf("the JWKS at %s has no RSA, ECDSA (P-256, P-384, P-521) or Ed25519 signing key among its %d keys", j.named, len(set.Keys))
 	}
 	j.keys.Store(&keys)
 	return nil

@@ -216,6 +216,7 @@ type Trusted struct {
 	log  *slog.Logger
 
 	reloads, untrusted metric.Int64Counter
+	audited            auditLog
 }
 
 // New reads the documents at path (none: mode is Off and no document is
@@ -319,16 +320,17 @@ var (
 
 // Request is what a request says of its document.
 type Request struct {
-	DocumentID string // a top-level documentId
-	APQHash    string // extensions.persistedQuery.sha256Hash
-	Query      string // its text
-	AnyAllowed bool   // its caller has the scope documents:any
+	DocumentID    string // a top-level documentId
+	APQHash       string // extensions.persistedQuery.sha256Hash
+	Query         string // its text
+	OperationName string // its operationName
+	AnyAllowed    bool   // its caller has the scope documents:any
 }
 
 // Resolve gives the text of a request's document: the trusted document it
 // names by id or hash, or its own text. What enforce mode refuses is
-// decided once (judge); audit mode counts and logs exactly that, and runs
-// it. An id not in the set is ErrNotInList in every mode: there is no text
+// decided once (judge); audit mode counts exactly that, logs it without
+// its text (audit.go), and runs it. An id not in the set is ErrNotInList in every mode: there is no text
 // to run. A hash not in the set with no text is left to automatic
 // persisted queries (found false) unless enforced.
 func (t *Trusted) Resolve(ctx context.Context, r Request) (query string, found bool, err error) {
@@ -342,7 +344,7 @@ func (t *Trusted) Resolve(ctx context.Context, r Request) (query string, found b
 		if t.mode == Enforce {
 			return "", false, v.refusal
 		}
-		t.log.WarnContext(ctx, "a request enforce mode would refuse was let through (--trusted-documents-mode audit)", auditAttrs(r)...)
+		t.audit(ctx, r)
 	}
 	switch {
 	case v.body != "":
@@ -419,26 +421,6 @@ func (t *Trusted) count(ctx context.Context) {
 		return
 	}
 	t.untrusted.Add(ctx, 1, metric.WithAttributes(attribute.String("mode", string(t.mode))))
-}
-
-// auditAttrs are what the log says of a request audit mode let through:
-// the hash it names, and the start of its text.
-func auditAttrs(r Request) []any {
-	var attrs []any
-	if r.APQHash != "" {
-		attrs = append(attrs, "persisted_query", truncate(r.APQHash, 80))
-	}
-	if r.Query != "" {
-		attrs = append(attrs, "query", truncate(r.Query, 200))
-	}
-	return attrs
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Mode is the mode in force.

@@ -388,7 +388,7 @@ func (h *Handler) resolveDocument(ctx context.Context, op *operation.Operation, 
 		hash, _ = pq["sha256Hash"].(string)
 	}
 	query, found, err := h.docs.Resolve(ctx, documents.Request{DocumentID: documentID, APQHash: hash, Query: params.Query,
-		AnyAllowed: op.Principal != nil && op.Principal.Has(auth.DocumentsAny)})
+		OperationName: params.OperationName, AnyAllowed: op.Principal != nil && op.Principal.Has(auth.DocumentsAny)})
 	if found {
 		params.Query = query
 	}

@@ -149,7 +149,10 @@ func (t operationTracing) InterceptResponse(ctx context.Context, next graphql.Re
 	}
 	resp := next(ctx)
 	if resp != nil && len(resp.Errors) > 0 {
-		span.SetStatus(codes.Error, resp.Errors[0].Message)
+		// The code, not the message: a message may quote a value the
+		// request sent.
+		code, _ := resp.Errors[0].Extensions["code"].(string)
+		span.SetStatus(codes.Error, code)
 		span.SetAttributes(attribute.Int("graphql.errors", len(resp.Errors)))
 	}
 	return resp

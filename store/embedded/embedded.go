@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/listgate/listgate/errkind"
@@ -63,6 +65,8 @@ type Config struct {
 	// FeedRetention is how long change records are kept (0:
 	// DefaultFeedRetention).
 	FeedRetention time.Duration
+	// Log takes what Open could not make private in Dir (files.go).
+	Log *slog.Logger
 }
 
 // Store is a store.Store on Pebble.
@@ -81,9 +85,11 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// Open opens (creating if needed) the database in cfg.Dir.
+// Open opens (creating if needed) the database in cfg.Dir, its folders
+// and files its user's alone.
 func Open(cfg Config) (*Store, error) {
-	db, err := pebble.Open(cfg.Dir, &pebble.Options{Logger: quietLogger{}, ErrorIfNotExists: cfg.Existing})
+	tighten(cfg.Dir, cfg.Log)
+	db, err := pebble.Open(cfg.Dir, &pebble.Options{FS: privateFS{vfs.Default}, Logger: quietLogger{}, ErrorIfNotExists: cfg.Existing})
 	if err != nil {
 		if inUse := inUseError(cfg.Dir, err); inUse != nil {
 			return nil, inUse

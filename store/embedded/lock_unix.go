@@ -24,3 +24,17 @@ func lockHolder(name string) int {
 	}
 	return int(lk.Pid)
 }
+
+// lockOwner returns the user id owning the file name, and whether it could
+// tell.
+func lockOwner(name string) (int, bool) {
+	info, err := os.Stat(name)
+	if err != nil {
+		return 0, false
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
