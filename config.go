@@ -139,7 +139,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	// The caller reports a bad flag; the whole usage is for --help alone.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.StringVar(&c.Mode, "mode", "dev", "dev: auth optional, playground and introspection on; prod: refuses to start without auth, playground and introspection off unless set, JSON logs")
+	fs.StringVar(&c.Mode, "mode", "dev", "dev: auth optional, playground and introspection on; prod: refuses to start without auth, playground and introspection off unless set, /metrics on --metrics-listen alone, JSON logs")
 	apiKeys := fs.String("api-keys", "", `API keys, ";"-separated entries "name sha256-hex scope[,scope…] [cost=rate/burst]" (the key's SHA-256, never the key; cost: its own budget)`)
 	apiKeysFile := fs.String("api-keys-file", "", "file of API keys, one entry per line as in --api-keys")
 	fs.StringVar(&c.JWTKeysFile, "jwt-keys-file", "", "PEM file of the public keys (RSA, ECDSA, Ed25519) that sign valid JWTs")
@@ -228,7 +228,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.DurationVar(&c.SlowQuery, "slow-query", 250*time.Millisecond, "log CQL statements slower than this (0: never)")
 	fs.IntVar(&c.GCPercent, "gc-percent", 400, "Go garbage collector target (GOGC) unless GOGC is set; the live heap is small and requests allocate, so 400 halves GC work per request")
 	fs.StringVar(&c.PprofListen, "pprof-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060), never on the public listener; empty: off")
-	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve /metrics on this address (e.g. 127.0.0.1:9090) and not on --listen; empty: on --listen. With the same address as --pprof-listen, one listener serves both")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve /metrics on this address (e.g. 127.0.0.1:9090) and not on --listen; empty: on --listen in dev mode, and nowhere in prod mode. With the same address as --pprof-listen, one listener serves both")
 	fs.BoolVar(&c.PrintVersion, "version", false, "print the version, the VCS revision and the Go version, then exit")
 	return fs, flagText{apiKeys, apiKeysFile, hosts, readCL, writeCL, origins, allowedHosts}
 }

@@ -87,10 +87,14 @@ func TestStartupLineSaysWhatRuns(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			base, line := startupLine(t, append([]string{"--data-dir", dir}, c.args...)...)
+			metrics := strings.TrimPrefix(base, "http://")
+			if c.mode == "prod" {
+				metrics = "off" // served on --metrics-listen alone
+			}
 			want := map[string]any{
 				"version": readBuild().Version, "mode": c.mode, "auth": c.auth,
 				"store":  map[string]any{"kind": "embedded", "data_dir": dir},
-				"listen": strings.TrimPrefix(base, "http://"), "metrics_listen": strings.TrimPrefix(base, "http://"), "pprof_listen": "off",
+				"listen": strings.TrimPrefix(base, "http://"), "metrics_listen": metrics, "pprof_listen": "off",
 			}
 			for k, v := range want {
 				if fmt.Sprint(line[k]) != fmt.Sprint(v) {

@@ -408,6 +408,27 @@ func TestJWKSUnavailable(t *testing.T) {
 	}
 }
 
+// A JWKS URL's password never reaches the log: every line naming the URL
+// masks it, as the start-up line does.
+func TestJWKSLogsNoPassword(t *testing.T) {
+	p := newIdP(t)
+	p.serve(http.StatusNotFound, []byte("not found"))
+	withPassword := strings.Replace(p.jwksURL(), "http://", "http://idp:pa55word@", 1)
+	var log bytes.Buffer
+	var logMu sync.Mutex
+	a, err := New(Config{JWKSURL: withPassword, Issuer: testIssuer, Audience: testAudience,
+		Log: slog.New(slog.NewTextHandler(&lockedWriter{&logMu, &log}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse(t, a, newSigner(t, "k1", jwt.SigningMethodRS256).token(t, tokenClaims(nil)), "could not be fetched")
+	logMu.Lock()
+	defer logMu.Unlock()
+	if got := log.String(); strings.Contains(got, "pa55word") || !strings.Contains(got, "idp:xxxxx@") {
+		t.Errorf("the log, for a JWKS URL with a password:\n%s", got)
+	}
+}
+
 type lockedWriter struct {
 	mu *sync.Mutex
 	w  *bytes.Buffer
