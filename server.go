@@ -385,7 +385,7 @@ func newServer(cfg config, gql http.Handler, ready readiness, tel *telemetry.Tel
 		mux.Handle("GET /metrics", tel.MetricsHandler())
 	} else {
 		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-			endpoint.WriteError(w, http.StatusNotFound, endpoint.CodeNotFound, "no such path: /metrics is not served on this listener (--metrics-listen; in --mode prod, only there)")
+			endpoint.WriteError(w, http.StatusNotFound, endpoint.CodeNotFound, "no such path: /metrics is served on the address of --metrics-listen, not on this listener (in --mode prod, only there)")
 		})
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

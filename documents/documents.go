@@ -330,9 +330,10 @@ type Request struct {
 // Resolve gives the text of a request's document: the trusted document it
 // names by id or hash, or its own text. What enforce mode refuses is
 // decided once (judge); audit mode counts exactly that, logs it without
-// its text (audit.go), and runs it. An id not in the set is ErrNotInList in every mode: there is no text
-// to run. A hash not in the set with no text is left to automatic
-// persisted queries (found false) unless enforced.
+// its text (audit.go), and runs it. An id not in the set is ErrNotInList
+// in every mode: there is no text to run. A hash not in the set with no
+// text is left to automatic persisted queries (found false) unless
+// enforced.
 func (t *Trusted) Resolve(ctx context.Context, r Request) (query string, found bool, err error) {
 	s := t.set.Load()
 	if r.DocumentID != "" {

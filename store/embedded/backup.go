@@ -75,27 +75,39 @@ func sameUser(dir string) error {
 	return nil
 }
 
-// backupTarget is the folder a backup to `to` is written to: to made
-// absolute, with every symbolic link of its nearest existing folder
-// resolved (the rest of it does not exist yet). It is refused when that
-// folder, or one it is in, is the data folder dir itself, whatever path
-// names it: through a link, or a mount of it elsewhere. A backup there
-// would be written into the live store, and be part of the next backup.
+// backupTarget is the folder a backup to `to` is written to: to with its
+// links resolved. It is refused when that folder, or one it is in, is the
+// data folder dir itself, whatever path names it: through a link, or a
+// mount of it elsewhere. A backup there would be written into the live
+// store, and be part of the next backup.
 func backupTarget(dir, to string) (string, error) {
 	data, err := os.Stat(dir)
 	if err != nil {
 		return "", fmt.Errorf("the data folder: %w", err)
 	}
-	abs, err := filepath.Abs(to)
+	target, err := resolveLinks(to)
+	if err != nil {
+		return "", fmt.Errorf("backing up to %s: %w", to, err)
+	}
+	if within(target, data) {
+		return "", &TargetError{Dir: to, Resolved: target, DataDir: dir}
+	}
+	return target, nil
+}
+
+// resolveLinks makes path absolute and resolves every symbolic link of the
+// nearest folder of it that exists; the rest of it does not exist yet.
+func resolveLinks(path string) (string, error) {
+	existing, err := filepath.Abs(path)
 	if err != nil {
 		return "", err
 	}
-	existing, rest := abs, ""
+	rest := ""
 	for {
 		if _, err := os.Lstat(existing); err == nil {
 			break
 		} else if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("backing up to %s: %w", to, err)
+			return "", err
 		}
 		parent := filepath.Dir(existing)
 		if parent == existing {
@@ -106,16 +118,23 @@ func backupTarget(dir, to string) (string, error) {
 	}
 	resolved, err := filepath.EvalSymlinks(existing)
 	if err != nil {
-		return "", fmt.Errorf("backing up to %s: %w", to, err)
+		return "", err
 	}
-	target := filepath.Join(resolved, rest)
-	for f := resolved; ; f = filepath.Dir(f) {
-		if fi, err := os.Stat(f); err == nil && os.SameFile(fi, data) {
-			return "", &TargetError{Dir: to, Resolved: target, DataDir: dir}
+	return filepath.Join(resolved, rest), nil
+}
+
+// within reports whether the folder path (its links resolved), or one it
+// is in, is folder: the same file, by whatever path.
+func within(path string, folder os.FileInfo) bool {
+	for {
+		if fi, err := os.Stat(path); err == nil && os.SameFile(fi, folder) {
+			return true
 		}
-		if filepath.Dir(f) == f {
-			return target, nil
+		parent := filepath.Dir(path)
+		if parent == path {
+			return false
 		}
+		path = parent
 	}
 }
 

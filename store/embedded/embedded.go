@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/listgate/listgate/errkind"
@@ -89,7 +88,7 @@ var _ store.Store = (*Store)(nil)
 // and files its user's alone.
 func Open(cfg Config) (*Store, error) {
 	tighten(cfg.Dir, cfg.Log)
-	db, err := pebble.Open(cfg.Dir, &pebble.Options{FS: privateFS{vfs.Default}, Logger: quietLogger{}, ErrorIfNotExists: cfg.Existing})
+	db, err := pebble.Open(cfg.Dir, &pebble.Options{FS: privateFiles, Logger: quietLogger{}, ErrorIfNotExists: cfg.Existing})
 	if err != nil {
 		if inUse := inUseError(cfg.Dir, err); inUse != nil {
 			return nil, inUse

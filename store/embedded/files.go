@@ -28,7 +28,8 @@ const (
 // Link and Rename keep a file's mode, so they need nothing.
 type privateFS struct{ vfs.FS }
 
-var _ vfs.FS = privateFS{}
+// privateFiles is the operating system's files, made private.
+var privateFiles vfs.FS = privateFS{vfs.Default}
 
 func (p privateFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := p.FS.Create(name, category)
