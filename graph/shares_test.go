@@ -135,6 +135,7 @@ func TestCallerShareOfCatchUp(t *testing.T) {
 		c.Auth = twoKeys(t)
 		// Two pages: a's share is one.
 		c.Subscriptions.CatchUpBytes = 2 * watch.PageNeed(watch.Defaults.CatchUpPage, s.Limits())
+		c.Subscriptions.SlowTimeout = time.Hour // nothing ends a's for holding a page unread
 	})
 	t.Cleanup(func() { close(s.release) }) // before the gateway shuts down
 	g.token = "a"
@@ -180,6 +181,9 @@ func TestCallerShareOfCatchUp(t *testing.T) {
 	}
 	if !got["x"] || !got["y"] || !got["z"] {
 		t.Fatalf("b's catch-up: %v", got)
+	}
+	if n := m.value("listgate.subscriptions.active"); n != 3 {
+		t.Fatalf("%d subscriptions open when b's catch-up came, want a's two and b's: it came once a's let go of their pages", n)
 	}
 	if n := len(s.started); n != 0 {
 		t.Fatalf("%d more of a's catch-ups read while a held its share", n)

@@ -484,7 +484,10 @@ func TestJoinsLeavesAndClose(t *testing.T) {
 // a's waits for room in a's share, and caller b's catch-up comes whole,
 // holding up no one and held up by no one.
 func TestCatchUpShare(t *testing.T) {
-	eachBackend(t, func(c *watch.Config) {
+	// A page of ten values of 1 KB holds more than half of what a page may
+	// (one add's worst): two such pages leave less than one of two free.
+	limits := store.Limits{MaxAddItems: 10, MaxAddBytes: 16 << 10, MaxValueBytes: 1 << 10}
+	eachBackendLimited(t, limits, func(c *watch.Config) {
 		c.CatchUpPage = 10
 		c.CatchUpBytes = 2 * watch.PageNeed(c.CatchUpPage, c.Store.Limits()) // a's share: one page
 		c.CatchUpShare = 0.5
@@ -492,7 +495,9 @@ func TestCatchUpShare(t *testing.T) {
 	}, func(t *testing.T, e *env) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		e.add(e.list, time.Now().Add(-time.Minute), values(30, 10, "v")...)
+		for i := range 3 {
+			e.add(e.list, time.Now().Add(-time.Minute), values(10, 1000, fmt.Sprint(i))...)
+		}
 		since := time.Now().Add(-time.Hour).UnixNano()
 		subscribe := func(caller string) *watch.Subscription {
 			sub, err := e.hub.Subscribe(ctx, e.list, watch.Start{Since: &since, Caller: caller})
