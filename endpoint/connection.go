@@ -440,7 +440,7 @@ func (c *connection) query(ctx, timed context.Context, s *started, op *operation
 		op.Canceled()
 		s.drop()
 	case resp == nil && errors.Is(timed.Err(), context.DeadlineExceeded):
-		s.answer(timed, h.exec.DispatchError(timed, errorList(errkind.DeadlinePassed)))
+		s.answer(timed, withCost(h.exec.DispatchError(timed, errorList(errkind.DeadlinePassed)), op, h.callers))
 	case resp == nil:
 		s.drop()
 	default:

@@ -237,7 +237,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) end(ctx context.Context, w http.ResponseWriter, r *http.Request, op *operation.Operation) {
 	if p := recover(); p != nil {
 		w.WriteHeader(http.StatusInternalServerError)
-		writeResponse(w, &graphql.Response{Errors: gqlerror.List{h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)}})
+		writeResponse(w, withCost(&graphql.Response{Errors: gqlerror.List{h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)}}, op, h.callers))
 	}
 	if errors.Is(r.Context().Err(), context.Canceled) {
 		op.Canceled()
@@ -314,7 +314,7 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 		return http.StatusBadRequest, fmt.Errorf("%w: subscriptions are served over WebSockets (graphql-transport-ws) on this endpoint, not over HTTP", errkind.Malformed)
 	}
 	responses, ctx := h.exec.DispatchOperation(ctx, rc)
-	writeResult(w, ctx, responses(ctx), h.exec)
+	writeResult(w, ctx, responses(ctx), h.exec, op, h.callers)
 	return 0, nil
 }
 
