@@ -208,10 +208,12 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.Var(byteFlag(&c.Subscriptions.ListBytes), "watched-list-bytes", "the `size` of the items kept for the subscriptions of one list that have not read them; past it the furthest behind are ended")
 	fs.Var(byteFlag(&c.Subscriptions.TotalBytes), "subscription-memory", "the `size` of the items kept for every list's subscriptions together; past it the furthest behind are ended")
 	fs.Var(byteFlag(&c.Subscriptions.CatchUpBytes), "catch-up-bytes", "the `size` of the pages subscriptions hold as they catch up (with since, or after a position), together; more wait")
+	fs.Float64Var(&c.Subscriptions.CatchUpShare, "caller-catch-up-bytes-share", endpoint.DefaultSubscriptions.CatchUpShare, "the share of --catch-up-bytes one caller's subscriptions may hold as they catch up (at least one page), above 0 and at most 1; past it they wait, and other callers' do not")
 	fs.IntVar(&c.Subscriptions.MaxLists, "max-watched-lists", endpoint.DefaultSubscriptions.MaxLists, "lists this gateway watches at once for its subscriptions")
 	fs.IntVar(&c.Subscriptions.PerConnection, "max-subscriptions-per-connection", endpoint.DefaultSubscriptions.PerConnection, "subscriptions open on one WebSocket")
 	fs.IntVar(&c.Subscriptions.PerCaller, "max-subscriptions-per-caller", endpoint.DefaultSubscriptions.PerCaller, "subscriptions open for one caller (an API key, a JWT's issuer and subject, or an address without authentication) on this gateway")
 	fs.IntVar(&c.Subscriptions.MaxSockets, "max-websockets", endpoint.DefaultSubscriptions.MaxSockets, "WebSocket connections open at once past their connection_init")
+	fs.Float64Var(&c.Subscriptions.SocketsShare, "caller-max-websockets-share", endpoint.DefaultSubscriptions.SocketsShare, "the share of --max-websockets one caller's WebSockets may hold (at least one), above 0 and at most 1; past it more are refused THROTTLED")
 	fs.IntVar(&c.Subscriptions.MaxPending, "max-pending-websockets", endpoint.DefaultSubscriptions.MaxPending, "WebSocket connections open at once that have not sent their connection_init")
 	fs.IntVar(&c.Subscriptions.MaxPendingPerAddress, "max-pending-websockets-per-address", endpoint.DefaultSubscriptions.MaxPendingPerAddress, "of those, from one client address")
 	fs.DurationVar(&c.Subscriptions.InitTimeout, "websocket-init-timeout", endpoint.DefaultSubscriptions.InitTimeout, "how long a new WebSocket has to send its connection_init")
@@ -340,6 +342,10 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--caller-cost-rate %v, --caller-cost-burst %v: the rate must be 0 (no budget) or more, and the burst at least --max-complexity (%d), so that every operation allowed can run", c.Limits.CallerCostRate, c.Limits.CallerCostBurst, c.Limits.MaxComplexity)
 	case c.Limits.CallerInFlightShare <= 0 || c.Limits.CallerInFlightShare > 1:
 		return c, fmt.Errorf("--caller-max-in-flight-share %v: must be above 0 and at most 1", c.Limits.CallerInFlightShare)
+	case c.Subscriptions.SocketsShare <= 0 || c.Subscriptions.SocketsShare > 1:
+		return c, fmt.Errorf("--caller-max-websockets-share %v: must be above 0 and at most 1", c.Subscriptions.SocketsShare)
+	case c.Subscriptions.CatchUpShare <= 0 || c.Subscriptions.CatchUpShare > 1:
+		return c, fmt.Errorf("--caller-catch-up-bytes-share %v: must be above 0 and at most 1", c.Subscriptions.CatchUpShare)
 	case c.TrustedDocumentsMode != "" && c.TrustedDocumentsMode != "off" && c.TrustedDocuments == "":
 		return c, fmt.Errorf("--trusted-documents-mode %s needs --trusted-documents, the manifest of the operations clients ship", c.TrustedDocumentsMode)
 	case c.Limits.MaxEntities < 1:

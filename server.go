@@ -435,6 +435,11 @@ func newServer(cfg config, gql http.Handler, ready readiness, tel *telemetry.Tel
 	return telemetry.WithRequestID(h)
 }
 
+// exposedHeaders are what a page's code may read of an answer besides its
+// body: its caller's budget, when to retry, and the id its log line
+// carries.
+var exposedHeaders = []string{"RateLimit", "RateLimit-Policy", "Retry-After", "X-Request-Id"}
+
 // withCORS lets the configured browser origins call the endpoint, and
 // answers their preflights; the preflights of other origins go on to the
 // endpoint, which refuses them saying why. With no origins configured it
@@ -447,7 +452,7 @@ func withCORS(cfg config, next http.Handler) http.Handler {
 		AllowedOrigins:   cfg.CORSOrigins,
 		AllowedMethods:   []string{http.MethodGet, http.MethodPost},
 		AllowedHeaders:   []string{"Content-Type", "Authorization", "Accept", "X-Request-Id"},
-		ExposedHeaders:   []string{"X-Request-Id"},
+		ExposedHeaders:   exposedHeaders,
 		AllowCredentials: cfg.CORSCredentials,
 		MaxAge:           600, // seconds a browser may cache a preflight
 	})

@@ -430,3 +430,40 @@ func TestEveryErrorAnswerIsJSONWithACode(t *testing.T) {
 		})
 	}
 }
+
+// With --cors-origins, a page's code may read what an answer says of its
+// caller's budget: Access-Control-Expose-Headers names RateLimit,
+// RateLimit-Policy, Retry-After and X-Request-Id, on a 200 and on a 429.
+func TestCORSExposesTheBudget(t *testing.T) {
+	const origin = "https://app.example.com"
+	base := start(t, "--data-dir", t.TempDir(), "--cors-origins", origin,
+		"--max-complexity", "5000", "--caller-cost-burst", "5000", "--caller-cost-rate", "1")
+	// About 4,000 points: the second does not fit.
+	heavy, _ := json.Marshal(map[string]string{"query": `{ entities(type:"user", entityIds:["1","2"]) { list(feature:"f", limit:1000) { items { value } } } }`})
+	for _, want := range []struct {
+		status int
+		header string
+	}{{http.StatusOK, "RateLimit"}, {http.StatusTooManyRequests, "Retry-After"}} {
+		req, _ := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(string(heavy)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", origin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		exposed := map[string]bool{}
+		for name := range strings.SplitSeq(resp.Header.Get("Access-Control-Expose-Headers"), ",") {
+			exposed[http.CanonicalHeaderKey(strings.TrimSpace(name))] = true
+		}
+		for _, name := range []string{"Ratelimit", "Ratelimit-Policy", "Retry-After", "X-Request-Id"} {
+			if !exposed[name] {
+				t.Errorf("%d: Access-Control-Expose-Headers %q does not name %s", resp.StatusCode, resp.Header.Get("Access-Control-Expose-Headers"), name)
+			}
+		}
+		if resp.StatusCode != want.status || resp.Header.Get(want.header) == "" || resp.Header.Get("Access-Control-Allow-Origin") != origin {
+			t.Errorf("%d, %s %q, Access-Control-Allow-Origin %q; want %d with %s", resp.StatusCode, want.header, resp.Header.Get(want.header),
+				resp.Header.Get("Access-Control-Allow-Origin"), want.status, want.header)
+		}
+	}
+}

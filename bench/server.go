@@ -38,10 +38,12 @@ func startGateway(bin string, concurrency int, args ...string) (*server, error) 
 func startServer(bin string, concurrency int, args ...string) (*server, error) {
 	cmd := exec.Command(bin, args...)
 	// The benchmark measures what one client can get: no per-caller cost
-	// budget, and the whole of the in-flight slots and complexity (set by
-	// the environment, which a gateway older than the flags ignores); else
-	// 32 counts at once are refused their share.
-	cmd.Env = append(os.Environ(), "LISTGATE_CALLER_COST_RATE=0", "LISTGATE_CALLER_MAX_IN_FLIGHT_SHARE=1")
+	// budget, and the whole of every pool, the in-flight slots and
+	// complexity, the WebSockets and the catch-up bytes (set by the
+	// environment, which a gateway older than the flags ignores); else 32
+	// counts at once are refused their share.
+	cmd.Env = append(os.Environ(), "LISTGATE_CALLER_COST_RATE=0", "LISTGATE_CALLER_MAX_IN_FLIGHT_SHARE=1",
+		"LISTGATE_CALLER_MAX_WEBSOCKETS_SHARE=1", "LISTGATE_CALLER_CATCH_UP_BYTES_SHARE=1")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -482,3 +482,51 @@ func TestCORSInBrowser(t *testing.T) {
 		t.Errorf("preflight: %d %v", resp.StatusCode, h)
 	}
 }
+
+// A page on a listed origin reads what each answer says of its budget:
+// the RateLimit and RateLimit-Policy headers, X-Request-Id, and, once the
+// budget is spent, Retry-After and the 429's extensions.cost, refused for
+// its cost or, after that, before its document is parsed.
+func TestBudgetHeadersInBrowser(t *testing.T) {
+	ctx := browser(t)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "<!doctype html><title>another origin</title>")
+	}))
+	defer other.Close()
+	g := startGateway(t, "LISTGATE_CORS_ORIGINS="+other.URL,
+		"LISTGATE_MAX_COMPLEXITY=5000", "LISTGATE_CALLER_COST_BURST=5000", "LISTGATE_CALLER_COST_RATE=1")
+	if err := chromedp.Run(ctx, chromedp.Navigate(other.URL)); err != nil {
+		t.Fatal(err)
+	}
+	// About 4,000 points: the second does not fit.
+	js := fmt.Sprintf(`(() => {
+		const call = () => fetch(%q, {method: 'POST', headers: {'Content-Type': 'application/json'},
+			body: JSON.stringify({query: '{ entities(type: "user", entityIds: ["1", "2"]) { list(feature: "f", limit: 1000) { items { value } } } }', extensions: {cost: true}})})
+			.then(r => r.json().then(b => ({status: r.status, rateLimit: r.headers.get('RateLimit'), policy: r.headers.get('RateLimit-Policy'),
+				retryAfter: r.headers.get('Retry-After'), requestId: r.headers.get('X-Request-Id'), cost: (b.extensions || {}).cost || null})));
+		return call().then(a => call().then(b => call().then(c => JSON.stringify([a, b, c]))));
+	})()`, g.base+"/graphql")
+	var out string
+	if err := chromedp.Run(ctx, chromedp.Evaluate(js, &out, func(p *runtime.EvaluateParams) *runtime.EvaluateParams {
+		return p.WithAwaitPromise(true)
+	})); err != nil {
+		t.Fatal(err)
+	}
+	var got []struct {
+		Status                                   int
+		RateLimit, Policy, RetryAfter, RequestID *string
+		Cost                                     *struct{ Requested, Limit, Remaining int64 }
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 3 {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if first := got[0]; first.Status != 200 || first.RateLimit == nil || first.Policy == nil || first.RequestID == nil || first.Cost == nil || first.Cost.Limit != 5000 {
+		t.Errorf("what the page read of the first answer: %s", out)
+	}
+	for _, refused := range got[1:] {
+		if refused.Status != 429 || refused.RetryAfter == nil || refused.RateLimit == nil || refused.Cost == nil || refused.Cost.Remaining >= refused.Cost.Requested {
+			t.Errorf("what the page read of the 429s: %s", out)
+		}
+	}
+	t.Logf("what the page read: %s", out)
+}

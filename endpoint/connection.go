@@ -19,6 +19,7 @@ import (
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/operation"
+	"github.com/listgate/listgate/pool"
 )
 
 // connection is one WebSocket speaking graphql-transport-ws. It holds what
@@ -57,7 +58,7 @@ var lenient = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.Al
 
 // serve runs the connection: its connection_init within InitTimeout, then
 // messages until either side closes it or the gateway shuts down.
-func (c *connection) serve(ctx context.Context, unpend func()) {
+func (c *connection) serve(ctx context.Context, pending *pool.Hold) {
 	defer c.ws.CloseNow()
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
@@ -68,34 +69,34 @@ func (c *connection) serve(ctx context.Context, unpend func()) {
 	m, ok := c.read(ctx)
 	init.Stop()
 	if !ok {
-		unpend()
+		pending.Release()
 		return
 	}
 	switch m.Type {
 	case "connection_init":
 	case "subscribe":
-		unpend()
+		pending.Release()
 		c.close(closeUnauthorized, "Unauthorized")
 		return
 	default:
-		unpend()
+		pending.Release()
 		c.close(closeInvalidMessage, closeReason(fmt.Sprintf("Invalid message: %q before connection_init", m.Type)))
 		return
 	}
 	err := c.authenticate(m.Payload)
-	unpend()
+	pending.Release()
 	if err != nil {
 		c.close(closeForbidden, closeReason(err.Error()))
 		return
 	}
-	select {
-	case c.s.open <- struct{}{}:
-		defer func() { <-c.s.open }()
-	default:
-		c.s.refused.Add(ctx, 1, refusedWebSockets)
-		c.close(closeTryAgainLater, closeReason(c.s.full().Error()))
+	slot, why, err := c.s.takeOpen(ctx, c.caller)
+	if err != nil {
+		// 1013: graphql-ws clients retry, later.
+		c.s.refused.Add(ctx, 1, why)
+		c.close(closeTryAgainLater, closeReason(err.Error()))
 		return
 	}
+	defer slot.Release()
 	if exp := c.principal.Expires; !exp.IsZero() {
 		// A connection authenticated by a JWT lasts as long as the token.
 		t := time.AfterFunc(time.Until(exp), func() { c.close(closeForbidden, "the token expired; connect again with a new one") })
@@ -266,8 +267,17 @@ func (s *started) fail(ctx context.Context, errs gqlerror.List) {
 }
 
 // failPresented ends the operation with an error message of errs as they
-// are.
+// are. An error message carries errors alone: extensions.cost, when the
+// request asked for it, goes in each error's extensions.
 func (s *started) failPresented(ctx context.Context, errs gqlerror.List) {
+	if cost := costOf(operation.From(ctx), s.c.s.h.callers); cost != nil {
+		for _, e := range errs {
+			if e.Extensions == nil {
+				e.Extensions = map[string]any{}
+			}
+			e.Extensions["cost"] = cost
+		}
+	}
 	s.release()
 	s.c.error(ctx, s.id, errs)
 }
@@ -346,16 +356,18 @@ func (c *connection) end(ctx context.Context, s *started, op *operation.Operatio
 	c.ops.Done()
 }
 
-// admit decides whether the operation may wait for a slot: its caller is
-// not blocked, and its payload is a request. A refusal ends it.
+// admit decides whether the operation may wait for a slot: its payload is
+// a request, and its caller is not blocked. A refusal ends it.
 func (c *connection) admit(timed context.Context, s *started, op *operation.Operation, m message) (*graphql.RawParams, string, bool) {
-	if _, err := c.s.h.callers.Blocked(timed, op.Caller, op.Principal); err != nil {
-		s.fail(timed, errorList(err))
-		return nil, "", false
-	}
 	params := new(graphql.RawParams)
 	documentID, err := decodeParams("subscribe payload", m.Payload, params)
 	if err != nil {
+		s.fail(timed, errorList(err))
+		return nil, "", false
+	}
+	op.AskedCost = params.Extensions["cost"] == true
+	if q, err := c.s.h.callers.Blocked(timed, op.Caller, op.Principal); err != nil {
+		op.Quota = q
 		s.fail(timed, errorList(err))
 		return nil, "", false
 	}
@@ -368,7 +380,7 @@ func (c *connection) admit(timed context.Context, s *started, op *operation.Oper
 // returned, to stream once the slot is given back. It returns nil when
 // the operation has ended.
 func (c *connection) inSlot(ctx, timed context.Context, s *started, op *operation.Operation, params *graphql.RawParams, documentID string) *graphql.OperationContext {
-	release, err := c.s.h.admitWaiting(timed, op.Caller)
+	slot, err := c.s.h.admitWaiting(timed, op.Caller)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -380,7 +392,7 @@ func (c *connection) inSlot(ctx, timed context.Context, s *started, op *operatio
 		s.fail(timed, errorList(err))
 		return nil
 	}
-	defer release()
+	defer slot.Release()
 	rc, ok := c.parse(timed, s, op, params, documentID)
 	switch {
 	case !ok:
@@ -428,7 +440,7 @@ func (c *connection) query(ctx, timed context.Context, s *started, op *operation
 		op.Canceled()
 		s.drop()
 	case resp == nil && errors.Is(timed.Err(), context.DeadlineExceeded):
-		s.answer(timed, h.exec.DispatchError(timed, errorList(errkind.DeadlinePassed)))
+		s.answer(timed, withCost(h.exec.DispatchError(timed, errorList(errkind.DeadlinePassed)), op, h.callers))
 	case resp == nil:
 		s.drop()
 	default:

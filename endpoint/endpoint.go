@@ -35,6 +35,7 @@ import (
 	"github.com/listgate/listgate/guards"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/operation"
+	"github.com/listgate/listgate/pool"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/watch"
 )
@@ -114,7 +115,7 @@ type Handler struct {
 	auth     *auth.Authenticator
 	limits   Limits
 	hosts    hosts
-	inFlight *slots // --max-in-flight, each caller's share of them
+	inFlight *pool.Pool // the slots of --max-in-flight, each caller's share of them
 	callers  *guards.Callers
 	docs     *documents.Trusted
 	observer *observer
@@ -156,12 +157,13 @@ func New(cfg Config) (*Handler, error) {
 	if !tracingOff {
 		loaderTracer = tracer // a span per batch: its keys are formatted only then
 	}
+	subs := cfg.Subscriptions.withDefaults()
 	svc, err := lists.New(lists.Config{
 		Tracer: loaderTracer,
 		Store:  cfg.Store, Catalog: cfg.Catalog, Loader: cfg.Loader, Now: cfg.Now, Meter: meter, OnPanic: onPanic, Log: cfg.Log,
-		Watch: watch.Config{MaxLists: cfg.Subscriptions.MaxLists, MaxCatchUp: cfg.Limits.MaxCount,
-			SubscriptionBytes: cfg.Subscriptions.BufferBytes, SlowAfter: cfg.Subscriptions.SlowTimeout,
-			ListBytes: cfg.Subscriptions.ListBytes, TotalBytes: cfg.Subscriptions.TotalBytes, CatchUpBytes: cfg.Subscriptions.CatchUpBytes},
+		Watch: watch.Config{MaxLists: subs.MaxLists, MaxCatchUp: cfg.Limits.MaxCount,
+			SubscriptionBytes: subs.BufferBytes, SlowAfter: subs.SlowTimeout,
+			ListBytes: subs.ListBytes, TotalBytes: subs.TotalBytes, CatchUpBytes: subs.CatchUpBytes, CatchUpShare: subs.CatchUpShare},
 		Limits: lists.Limits{
 			MaxListLimit: cfg.Limits.MaxListLimit, MaxEntities: cfg.Limits.MaxEntities, MaxResponseBytes: cfg.Limits.MaxResponseBytes,
 			MaxCount: cfg.Limits.MaxCount, MaxScanFactor: cfg.Limits.MaxScanFactor, MaxValues: cfg.Limits.MaxValues, MaxBatchLists: cfg.Limits.MaxBatchLists,
@@ -170,7 +172,7 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	socks, err := newSockets(cfg.Subscriptions.withDefaults(), meter)
+	socks, err := newSockets(subs, meter)
 	if err != nil {
 		return nil, err
 	}
@@ -222,11 +224,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	contentType := responseContentType(r)
 	w.Header()["Content-Type"] = contentTypes[contentType]
 	if status, err := h.serveHTTP(ctx, w, r, op, contentType); err != nil {
-		if op.Caller != "" && w.Header().Get("RateLimit") == "" {
+		if w.Header().Get("RateLimit") == "" {
 			h.rateLimitHeaders(w, op)
 		}
 		w.WriteHeader(status)
-		writeResponse(w, h.exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)}))
+		writeResponse(w, withCost(h.exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, err)}), op, h.callers))
 	}
 }
 
@@ -235,7 +237,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) end(ctx context.Context, w http.ResponseWriter, r *http.Request, op *operation.Operation) {
 	if p := recover(); p != nil {
 		w.WriteHeader(http.StatusInternalServerError)
-		writeResponse(w, &graphql.Response{Errors: gqlerror.List{h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)}})
+		writeResponse(w, withCost(&graphql.Response{Errors: gqlerror.List{h.exec.PresentRecoveredError(ctx, p).(*gqlerror.Error)}}, op, h.callers))
 	}
 	if errors.Is(r.Context().Err(), context.Canceled) {
 		op.Canceled()
@@ -260,36 +262,20 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 		return http.StatusUnauthorized, err
 	}
 	op.Principal, op.Caller = p, callerOf(p, r)
+	params, documentID, status, err := h.readParams(w, r, op)
+	if err != nil {
+		return status, err
+	}
+	defer recycle(params)
+	op.AskedCost = params.Extensions["cost"] == true
 	if q, err := h.callers.Blocked(ctx, op.Caller, p); err != nil {
+		// Refused before its document is parsed: a client that retries
+		// at once costs the gateway little.
 		op.Quota = q
-		h.rateLimitHeaders(w, op)
 		w.Header().Set("Retry-After", strconv.FormatInt(q.RetrySeconds(), 10))
 		return http.StatusTooManyRequests, err
 	}
-	var params *graphql.RawParams
-	var documentID string
-	switch op.Transport {
-	case operation.POST:
-		body, status, err := readBody(w, r, h.limits.MaxBodyBytes, op.Start.Add(h.limits.RequestTimeout))
-		if err != nil {
-			return status, err
-		}
-		params = rawParams.Get().(*graphql.RawParams)
-		defer func() {
-			*params = graphql.RawParams{}
-			rawParams.Put(params)
-		}()
-		if documentID, err = decodeParams("request body", body, params); err != nil {
-			return http.StatusBadRequest, err
-		}
-	case operation.GET:
-		if params, documentID, err = getParams(r); err != nil {
-			return http.StatusBadRequest, err
-		}
-	default:
-		return unsupported(w, r)
-	}
-	release, err := h.admit(ctx, op.Caller)
+	slot, err := h.admit(ctx, op.Caller)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		if errors.Is(err, errkind.Throttled) {
@@ -297,7 +283,7 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 		}
 		return http.StatusServiceUnavailable, err
 	}
-	defer release()
+	defer slot.Release()
 	if err := h.resolveDocument(ctx, op, params, documentID); err != nil {
 		status := http.StatusOK
 		if contentType == graphQLResponseJSON {
@@ -316,7 +302,7 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 			status = http.StatusTooManyRequests
 		}
 		w.WriteHeader(status)
-		writeResponse(w, withCost(h.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs), op, params.Extensions))
+		writeResponse(w, withCost(h.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs), op, h.callers))
 		return 0, nil
 	}
 	switch {
@@ -328,49 +314,39 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 		return http.StatusBadRequest, fmt.Errorf("%w: subscriptions are served over WebSockets (graphql-transport-ws) on this endpoint, not over HTTP", errkind.Malformed)
 	}
 	responses, ctx := h.exec.DispatchOperation(ctx, rc)
-	writeResult(w, ctx, responses(ctx), h.exec)
+	writeResult(w, ctx, responses(ctx), h.exec, op, h.callers)
 	return 0, nil
 }
 
-// admit takes a slot of --max-in-flight for an operation over HTTP, or
-// refuses it at once rather than queue, so that memory and latency stay
-// bounded; the client retries, on another replica behind a load balancer.
-// A caller holding its share of the slots is refused THROTTLED.
-func (h *Handler) admit(ctx context.Context, caller string) (release func(), err error) {
-	release, err = h.inFlight.take(caller)
-	switch {
-	case errors.Is(err, errAllSlots):
-		h.observer.refused.Add(ctx, 1)
-		return nil, fmt.Errorf("%w: the gateway is serving its limit of %d requests (--max-in-flight); retry", errkind.Refused, h.inFlight.size())
-	case errors.Is(err, errShareSlots):
-		h.callers.Shared(ctx, caller)
-		return nil, fmt.Errorf("%w: this caller has %d requests in flight, its share of the %d this gateway serves at once (--caller-max-in-flight-share of --max-in-flight); retry in 1 s, or once they answer", errkind.Throttled, h.inFlight.share, h.inFlight.size())
+// readParams reads an HTTP request's GraphQL parameters: a POST's body, by
+// its deadline, or a GET's query string. Give them back with recycle.
+func (h *Handler) readParams(w http.ResponseWriter, r *http.Request, op *operation.Operation) (params *graphql.RawParams, documentID string, status int, err error) {
+	switch op.Transport {
+	case operation.POST:
+		body, status, err := readBody(w, r, h.limits.MaxBodyBytes, op.Start.Add(h.limits.RequestTimeout))
+		if err != nil {
+			return nil, "", status, err
+		}
+		params = rawParams.Get().(*graphql.RawParams)
+		if documentID, err = decodeParams("request body", body, params); err != nil {
+			recycle(params)
+			return nil, "", http.StatusBadRequest, err
+		}
+		return params, documentID, 0, nil
+	case operation.GET:
+		if params, documentID, err = getParams(r); err != nil {
+			return nil, "", http.StatusBadRequest, err
+		}
+		return params, documentID, 0, nil
 	}
-	return release, nil
+	status, err = unsupported(w, r)
+	return nil, "", status, err
 }
 
-// admitWaiting takes a slot of --max-in-flight for the operation of a
-// WebSocket's subscribe message, waiting for room in the slots and in its
-// caller's share until ctx ends, where a request over HTTP is refused at
-// once: graphql-ws clients do not retry an operation refused, and after a
-// restart or a network blip a fleet of them subscribes again all at once.
-// The wait is bounded by the operation's deadline, and by the operations a
-// WebSocket may hold; it is refused, and counted, only once that passes. A
-// client that ends the operation while it waits gets ctx's error.
-func (h *Handler) admitWaiting(ctx context.Context, caller string) (release func(), err error) {
-	release, err = h.inFlight.wait(ctx, caller)
-	switch {
-	case err == nil:
-		return release, nil
-	case errors.Is(ctx.Err(), context.Canceled):
-		return nil, ctx.Err()
-	case errors.Is(err, errAllSlots):
-		h.observer.refused.Add(ctx, 1)
-		return nil, fmt.Errorf("%w: the gateway served its limit of %d requests (--max-in-flight) until this operation's deadline (--request-timeout); retry", errkind.Refused, h.inFlight.size())
-	default:
-		h.callers.Shared(ctx, caller)
-		return nil, fmt.Errorf("%w: this caller had %d requests in flight, its share of the %d this gateway serves at once (--caller-max-in-flight-share of --max-in-flight), until this operation's deadline (--request-timeout); retry", errkind.Throttled, h.inFlight.share, h.inFlight.size())
-	}
+// recycle gives back the parameters of a request, once it is answered.
+func recycle(params *graphql.RawParams) {
+	*params = graphql.RawParams{}
+	rawParams.Put(params)
 }
 
 // resolveDocument puts in params the text of the trusted document the
@@ -400,28 +376,50 @@ func (h *Handler) resolveDocument(ctx context.Context, op *operation.Operation, 
 // size, and the seconds to fill it), and what is left, with the seconds
 // until it is full again.
 func (h *Handler) rateLimitHeaders(w http.ResponseWriter, op *operation.Operation) {
-	q := op.Quota
+	q := quotaOf(op, h.callers)
 	if q.Off() {
-		if q = h.callers.Peek(op.Caller, op.Principal); q.Off() {
-			return
-		}
+		return
 	}
 	w.Header().Set("RateLimit-Policy", fmt.Sprintf(`"cost";q=%d;w=%d`, q.Limit, max(1, int64(q.Window.Seconds()+0.5))))
 	w.Header().Set("RateLimit", fmt.Sprintf(`"cost";r=%d;t=%d`, q.Remaining, int64(q.Reset.Seconds()+0.999)))
 }
 
+// quotaOf is op's caller's budget as the operation found it, or, for one
+// refused before it was charged, as it stands; Off when no budget applies
+// or the caller is not known.
+func quotaOf(op *operation.Operation, callers *guards.Callers) operation.Quota {
+	if op.Caller == "" || !op.Quota.Off() {
+		return op.Quota
+	}
+	return callers.Peek(op.Caller, op.Principal)
+}
+
+// costOf is extensions.cost when the request asked for it (extensions:
+// {"cost": true}): the operation's cost (for one refused before it was
+// measured, that of its caller's last refused one, or 0), and its caller's
+// budget after it; nil when not asked, or no budget applies.
+func costOf(op *operation.Operation, callers *guards.Callers) map[string]any {
+	if op == nil || !op.AskedCost {
+		return nil
+	}
+	q := quotaOf(op, callers)
+	if q.Off() {
+		return nil
+	}
+	return map[string]any{"requested": q.Requested, "limit": q.Limit, "remaining": q.Remaining, "resetSeconds": int64(q.Reset.Seconds() + 0.999)}
+}
+
 // withCost adds extensions.cost to a response when the request asked for
-// it (extensions: {"cost": true}): the operation's cost, and its caller's
-// budget after it.
-func withCost(resp *graphql.Response, op *operation.Operation, asked map[string]any) *graphql.Response {
-	if resp == nil || asked["cost"] != true || op.Quota.Off() {
+// it.
+func withCost(resp *graphql.Response, op *operation.Operation, callers *guards.Callers) *graphql.Response {
+	cost := costOf(op, callers)
+	if resp == nil || cost == nil {
 		return resp
 	}
-	q := op.Quota
 	if resp.Extensions == nil {
 		resp.Extensions = map[string]any{}
 	}
-	resp.Extensions["cost"] = map[string]any{"requested": q.Requested, "limit": q.Limit, "remaining": q.Remaining, "resetSeconds": int64(q.Reset.Seconds() + 0.999)}
+	resp.Extensions["cost"] = cost
 	return resp
 }
 
@@ -472,7 +470,7 @@ func (e extensions) install(s setup) {
 	s.Use(guards.Depth(e.cfg.Limits.MaxDepth))
 	s.Use(guards.OneStream())
 	s.Use(guards.Complexity(e.cfg.Limits.MaxComplexity, e.budget, e.callers, e.lists))
-	s.Use(costExtension{})
+	s.Use(costExtension{e.callers})
 	s.Use(guards.CheckMutationsFirst())
 	s.Use(operationTracing{e.tracer})
 	if e.spans {
@@ -486,7 +484,7 @@ func (e extensions) install(s setup) {
 
 // costExtension adds extensions.cost to the answer of an operation that
 // asked for it.
-type costExtension struct{}
+type costExtension struct{ callers *guards.Callers }
 
 var _ interface {
 	graphql.HandlerExtension
@@ -495,10 +493,6 @@ var _ interface {
 
 func (costExtension) ExtensionName() string                   { return "Cost" }
 func (costExtension) Validate(graphql.ExecutableSchema) error { return nil }
-func (costExtension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
-	resp := next(ctx)
-	if op := operation.From(ctx); op != nil && graphql.HasOperationContext(ctx) {
-		return withCost(resp, op, graphql.GetOperationContext(ctx).Extensions)
-	}
-	return resp
+func (c costExtension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	return withCost(next(ctx), operation.From(ctx), c.callers)
 }

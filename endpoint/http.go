@@ -24,6 +24,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/guards"
 	"github.com/listgate/listgate/operation"
 )
 
@@ -192,13 +193,13 @@ func operationErrorStatus(errs gqlerror.List, contentType string) int {
 
 // writeResult writes an operation's response. gqlgen gives none when the
 // request's context ended first: past the deadline that is a TIMEOUT error
-// (a client must never read a bare null); a client that went away gets
-// nothing.
-func writeResult(w http.ResponseWriter, ctx context.Context, resp *graphql.Response, exec graphql.GraphExecutor) {
+// (a client must never read a bare null), with extensions.cost if op asked
+// for it; a client that went away gets nothing.
+func writeResult(w http.ResponseWriter, ctx context.Context, resp *graphql.Response, exec graphql.GraphExecutor, op *operation.Operation, callers *guards.Callers) {
 	if resp == nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			w.WriteHeader(http.StatusGatewayTimeout)
-			writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, errkind.DeadlinePassed)}))
+			writeResponse(w, withCost(exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapPath(nil, errkind.DeadlinePassed)}), op, callers))
 		}
 		return
 	}

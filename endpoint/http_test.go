@@ -125,7 +125,7 @@ func TestWriteResultWithoutResponse(t *testing.T) {
 	defer cancel()
 	<-ctx.Done()
 	w := httptest.NewRecorder()
-	writeResult(w, ctx, nil, ex)
+	writeResult(w, ctx, nil, ex, nil, nil)
 	if w.Code != http.StatusGatewayTimeout || !strings.Contains(w.Body.String(), `"code":"TIMEOUT"`) || !strings.Contains(w.Body.String(), "--request-timeout") {
 		t.Fatalf("past the deadline: %d %s", w.Code, w.Body)
 	}
@@ -133,7 +133,7 @@ func TestWriteResultWithoutResponse(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	cancel()
 	w = httptest.NewRecorder()
-	writeResult(w, ctx, nil, ex)
+	writeResult(w, ctx, nil, ex, nil, nil)
 	if w.Body.Len() != 0 {
 		t.Fatalf("client gone: wrote %q", w.Body)
 	}

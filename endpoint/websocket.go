@@ -18,6 +18,7 @@ import (
 
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/pool"
 	"github.com/listgate/listgate/watch"
 )
 
@@ -27,6 +28,10 @@ type Subscriptions struct {
 	PerConnection int // subscriptions open on one connection
 	PerCaller     int // subscriptions open for one caller
 	MaxSockets    int // WebSockets open at once past their connection_init
+	// SocketsShare is the share of MaxSockets one caller's WebSockets may
+	// hold, and CatchUpShare the share of CatchUpBytes its subscriptions'
+	// catch-up pages may (above 0, at most 1).
+	SocketsShare, CatchUpShare float64
 	// MaxPending bounds the WebSockets that have not yet sent their
 	// connection_init, in all and from one address: they take no slot of
 	// MaxSockets until then, so connections that never authenticate
@@ -48,9 +53,9 @@ type Subscriptions struct {
 
 // DefaultSubscriptions are safe defaults.
 var DefaultSubscriptions = Subscriptions{MaxLists: 10_000, PerConnection: 100, PerCaller: 1000,
-	MaxSockets: 10_000, MaxPending: 1000, MaxPendingPerAddress: 20, InitTimeout: 3 * time.Second, MaxOperations: 16,
+	MaxSockets: 10_000, SocketsShare: 0.5, MaxPending: 1000, MaxPendingPerAddress: 20, InitTimeout: 3 * time.Second, MaxOperations: 16,
 	BufferBytes: watch.Defaults.SubscriptionBytes, SlowTimeout: watch.Defaults.SlowAfter,
-	ListBytes: watch.Defaults.ListBytes, TotalBytes: watch.Defaults.TotalBytes, CatchUpBytes: watch.Defaults.CatchUpBytes}
+	ListBytes: watch.Defaults.ListBytes, TotalBytes: watch.Defaults.TotalBytes, CatchUpBytes: watch.Defaults.CatchUpBytes, CatchUpShare: 0.5}
 
 // withDefaults fills in the bounds left at zero.
 func (s Subscriptions) withDefaults() Subscriptions {
@@ -63,6 +68,12 @@ func (s Subscriptions) withDefaults() Subscriptions {
 	}
 	if s.InitTimeout <= 0 {
 		s.InitTimeout = d.InitTimeout
+	}
+	for _, f := range []struct{ v, d *float64 }{{&s.SocketsShare, &d.SocketsShare}, {&s.CatchUpShare, &d.CatchUpShare}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+		*f.v = min(*f.v, 1)
 	}
 	return s
 }
@@ -89,8 +100,8 @@ const (
 type sockets struct {
 	h       *Handler
 	cfg     Subscriptions
-	open    chan struct{} // a slot per WebSocket past its connection_init
-	pending chan struct{} // a slot per WebSocket before it
+	open    *pool.Pool // a slot per WebSocket past its connection_init, each caller's share of them
+	pending *pool.Pool // a slot per WebSocket before it, each address's share of them
 	closing context.Context
 	close   context.CancelFunc
 	conns   sync.WaitGroup // WebSockets being served; added to by begin
@@ -98,10 +109,9 @@ type sockets struct {
 
 	refused metric.Int64Counter // WebSockets and subscriptions refused, by reason
 
-	mu            sync.Mutex
-	pendingByAddr map[string]int
-	byCaller      map[string]int // open subscriptions by caller
-	stopping      bool           // shutdown has begun: conns and streams take no more
+	mu       sync.Mutex
+	byCaller map[string]int // open subscriptions by caller
+	stopping bool           // shutdown has begun: conns and streams take no more
 }
 
 // begin counts one more WebSocket or subscription on wg, unless shutdown
@@ -124,13 +134,15 @@ func newSockets(cfg Subscriptions, meter metric.Meter) (*sockets, error) {
 		return nil, err
 	}
 	closing, close := context.WithCancel(context.Background())
-	return &sockets{cfg: cfg, open: make(chan struct{}, cfg.MaxSockets), pending: make(chan struct{}, cfg.MaxPending),
-		closing: closing, close: close, refused: refused, pendingByAddr: map[string]int{}, byCaller: map[string]int{}}, nil
+	return &sockets{cfg: cfg, open: pool.New(int64(cfg.MaxSockets), int64(cfg.SocketsShare*float64(cfg.MaxSockets))),
+		pending: pool.New(int64(cfg.MaxPending), int64(cfg.MaxPendingPerAddress)),
+		closing: closing, close: close, refused: refused, byCaller: map[string]int{}}, nil
 }
 
 // Why a WebSocket or a subscription is refused, as listgate_subscriptions_refused_total's reason.
 var (
 	refusedWebSockets    = reason("max_websockets")
+	refusedSocketsShare  = reason("caller_max_websockets_share")
 	refusedPending       = reason("max_pending_websockets")
 	refusedPendingAddr   = reason("max_pending_websockets_per_address")
 	refusedPerConnection = reason("per_connection")
@@ -184,6 +196,7 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var principal *auth.Principal
+	caller := "" // known here only from the upgrade's Authorization
 	if token := r.Header.Get("Authorization"); token != "" {
 		p, err := s.h.auth.Authenticate(token)
 		if err != nil {
@@ -191,19 +204,19 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 			refuse(http.StatusUnauthorized, nil, err)
 			return
 		}
-		principal = p
+		principal, caller = p, callerOf(p, r)
 	}
-	addr := remoteIP(r)
-	unpend, why, err := s.takePending(addr)
-	if err != nil {
+	// Said early, while HTTP can say it; connection_init takes the slot.
+	if status, why, err := s.room(ctx, caller); err != nil {
 		w.Header().Set("Retry-After", "1")
-		refuse(http.StatusServiceUnavailable, why, err)
+		refuse(status, why, err)
 		return
 	}
-	if len(s.open) == cap(s.open) {
-		unpend()
+	addr := remoteIP(r)
+	pending, status, why, err := s.takePending(ctx, addr)
+	if err != nil {
 		w.Header().Set("Retry-After", "1")
-		refuse(http.StatusServiceUnavailable, refusedWebSockets, s.full())
+		refuse(status, why, err)
 		return
 	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
@@ -212,50 +225,68 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		CompressionMode:    websocket.CompressionDisabled,
 	})
 	if err != nil {
-		unpend() // Accept answered the request
+		pending.Release() // Accept answered the request
 		return
 	}
 	ws.SetReadLimit(s.h.limits.MaxBodyBytes + 4096) // a subscribe message's envelope around its payload
 	if !s.begin(&s.conns) {
-		unpend()
+		pending.Release()
 		s.refused.Add(ctx, 1, refusedShuttingDown)
 		ws.Close(websocket.StatusGoingAway, "the gateway is shutting down; connect to another replica")
 		return
 	}
 	defer s.conns.Done()
 	c := &connection{s: s, ws: ws, principal: principal, addr: addr, active: map[string]context.CancelFunc{}}
-	c.serve(ctx, unpend)
+	c.serve(ctx, pending)
 }
 
-func (s *sockets) full() error {
-	return fmt.Errorf("%w: the gateway holds its limit of %d WebSockets (--max-websockets); retry", errkind.Refused, cap(s.open))
+// room says whether caller may open one more WebSocket (any caller, when
+// caller is ""), or the status, the reason and the error to refuse it with:
+// every slot of --max-websockets is held, or the caller holds its share.
+func (s *sockets) room(ctx context.Context, caller string) (status int, why metric.AddOption, err error) {
+	return s.refusal(ctx, caller, s.open.Available(caller, 1))
+}
+
+// takeOpen takes a slot of --max-websockets for a WebSocket past its
+// connection_init, or says why it cannot, as room does.
+func (s *sockets) takeOpen(ctx context.Context, caller string) (*pool.Hold, metric.AddOption, error) {
+	slot, err := s.open.Take(caller, 1)
+	_, why, err := s.refusal(ctx, caller, err)
+	return slot, why, err
+}
+
+// refusal is the refusal of a WebSocket that found no room in the slots
+// of --max-websockets (pool.ErrFull) or in its caller's share of them
+// (pool.ErrShare), counted: a caller past its share is throttled, and
+// another caller still finds room.
+func (s *sockets) refusal(ctx context.Context, caller string, err error) (status int, why metric.AddOption, _ error) {
+	switch {
+	case errors.Is(err, pool.ErrFull):
+		return http.StatusServiceUnavailable, refusedWebSockets,
+			fmt.Errorf("%w: the gateway holds its limit of %d WebSockets (--max-websockets); retry", errkind.Refused, s.open.Size())
+	case errors.Is(err, pool.ErrShare):
+		s.h.callers.Shared(ctx, caller)
+		return http.StatusTooManyRequests, refusedSocketsShare,
+			fmt.Errorf("%w: this caller holds %d WebSockets, its share (--caller-max-websockets-share of --max-websockets); retry", errkind.Throttled, s.open.Share())
+	}
+	return 0, nil, nil
 }
 
 // takePending takes a slot for a WebSocket that has not sent its
-// connection_init, in all and for its address.
-func (s *sockets) takePending(addr string) (release func(), why metric.AddOption, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pendingByAddr[addr] >= s.cfg.MaxPendingPerAddress {
-		return nil, refusedPendingAddr, fmt.Errorf("%w: %d WebSockets from this address have not sent their connection_init (--max-pending-websockets-per-address); retry", errkind.Refused, s.cfg.MaxPendingPerAddress)
+// connection_init, or says why it cannot: with no principal yet, a
+// client's share of these slots is its address's.
+func (s *sockets) takePending(ctx context.Context, addr string) (*pool.Hold, int, metric.AddOption, error) {
+	slot, err := s.pending.Take("addr:"+addr, 1)
+	switch {
+	case errors.Is(err, pool.ErrFull):
+		return nil, http.StatusServiceUnavailable, refusedPending,
+			fmt.Errorf("%w: %d WebSockets have not sent their connection_init (--max-pending-websockets); retry", errkind.Refused, s.pending.Size())
+	case errors.Is(err, pool.ErrShare):
+		s.h.callers.Shared(ctx, "addr:"+addr)
+		return nil, http.StatusTooManyRequests, refusedPendingAddr,
+			fmt.Errorf("%w: %d WebSockets from this address have not sent their connection_init (--max-pending-websockets-per-address); retry", errkind.Throttled, s.pending.Share())
 	}
-	select {
-	case s.pending <- struct{}{}:
-	default:
-		return nil, refusedPending, fmt.Errorf("%w: %d WebSockets have not sent their connection_init (--max-pending-websockets); retry", errkind.Refused, cap(s.pending))
-	}
-	s.pendingByAddr[addr]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			if s.pendingByAddr[addr]--; s.pendingByAddr[addr] == 0 {
-				delete(s.pendingByAddr, addr)
-			}
-			s.mu.Unlock()
-			<-s.pending
-		})
-	}, nil, nil
+	return slot, 0, nil, nil
 }
 
 // offeredProtocols are the subprotocols a WebSocket upgrade offers.

@@ -150,3 +150,81 @@ func TestCallerShareOfInFlight(t *testing.T) {
 	}
 	held.Wait()
 }
+
+// A request that asks for extensions.cost gets it in every answer, a 429
+// included: once a caller's last operation was refused, its requests are
+// refused before their documents are parsed, and each still says where
+// the caller stands, over POST, GET and a WebSocket (whose error message
+// carries errors alone: there, in the error's extensions).
+func TestCostOnEveryRefusal(t *testing.T) {
+	authn, err := auth.New(auth.Config{APIKeys: []string{keyLine("small", "s", "lists:read,features:admin") + " cost=10/100"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Now()}
+	g, srv := subscriptionGateway(t, embeddedStore(t), func(c *endpoint.Config) {
+		c.Auth = authn
+		c.Now = clk.now
+	})
+	g.token = "s"
+	g.createFeature("f", "STRING", 3600)
+	query := `{ listItems(entityType: "` + g.entityType + `", entityId: "u1", feature: "f", limit: 30) { items { value } } }`
+	asked := map[string]any{"cost": true}
+	type cost struct{ Requested, Limit, Remaining, ResetSeconds int64 }
+	costOf := func(what string, body []byte) cost {
+		t.Helper()
+		var resp struct {
+			Errors     []struct{ Extensions struct{ Code string } }
+			Extensions struct{ Cost *cost }
+		}
+		if err := json.Unmarshal(body, &resp); err != nil || len(resp.Errors) != 1 || resp.Errors[0].Extensions.Code != "THROTTLED" || resp.Extensions.Cost == nil {
+			t.Fatalf("%s: %s; want THROTTLED and extensions.cost", what, body)
+		}
+		return *resp.Extensions.Cost
+	}
+	var w *httptest.ResponseRecorder
+	for range 10 { // 30 points each, of 100
+		if w = g.post("s", map[string]any{"query": query, "extensions": asked}); w.Code != 200 {
+			break
+		}
+	}
+	if c := costOf("refused for its cost", w.Body.Bytes()); w.Code != http.StatusTooManyRequests || c.Requested < 30 || c.Limit != 100 || c.Remaining >= c.Requested {
+		t.Fatalf("refused for its cost: %d %+v", w.Code, c)
+	}
+	want := costOf("", w.Body.Bytes())
+	// From now on, refused before the document is parsed.
+	w = g.post("s", map[string]any{"query": query, "extensions": asked})
+	if c := costOf("a POST of a blocked caller", w.Body.Bytes()); w.Code != http.StatusTooManyRequests || c != want || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("a POST of a blocked caller: %d %+v, want %+v", w.Code, c, want)
+	}
+	if w := g.post("s", map[string]any{"query": query}); w.Code != http.StatusTooManyRequests || strings.Contains(w.Body.String(), `"cost"`) {
+		t.Fatalf("a POST that does not ask: %d %s", w.Code, w.Body)
+	}
+	req := httptest.NewRequest(http.MethodGet, "http://localhost/graphql?query="+url.QueryEscape(query)+"&extensions="+url.QueryEscape(`{"cost":true}`), nil)
+	req.Header.Set("Authorization", "Bearer s")
+	get := httptest.NewRecorder()
+	g.h.ServeHTTP(get, req)
+	if c := costOf("a GET of a blocked caller", get.Body.Bytes()); get.Code != http.StatusTooManyRequests || c != want {
+		t.Fatalf("a GET of a blocked caller: %d %+v, want %+v", get.Code, c, want)
+	}
+	c, _, err := dial(t, srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.init("s"); err != nil || m.Type != "connection_ack" {
+		t.Fatalf("init: %+v %v", m, err)
+	}
+	payload, _ := json.Marshal(map[string]any{"query": query, "extensions": asked})
+	c.send(wsMessage{ID: "1", Type: "subscribe", Payload: payload})
+	m, err := c.next()
+	var errs []struct {
+		Extensions struct {
+			Code string
+			Cost *cost
+		}
+	}
+	if err != nil || m.Type != "error" || json.Unmarshal(m.Payload, &errs) != nil || len(errs) != 1 || errs[0].Extensions.Code != "THROTTLED" ||
+		errs[0].Extensions.Cost == nil || *errs[0].Extensions.Cost != want {
+		t.Fatalf("over a WebSocket, a blocked caller: %+v %v; want THROTTLED with extensions.cost %+v", m, err, want)
+	}
+}

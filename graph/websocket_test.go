@@ -338,9 +338,10 @@ func TestWebSocketOperationsAreBounded(t *testing.T) {
 }
 
 // WebSockets that never send their connection_init take slots of a pool
-// of their own, bounded per address, and are closed with 4408 after
-// --websocket-init-timeout: a client from another address is served
-// while they wait, although they are more than --max-websockets.
+// of their own, bounded per address (past it, the address is throttled:
+// 429), and are closed with 4408 after --websocket-init-timeout: a client
+// from another address is served while they wait, although they are more
+// than --max-websockets.
 func TestPendingWebSocketsKeepNoSubscriberOut(t *testing.T) {
 	m, metered := withMeters(t)
 	g, srv := subscriptionGateway(t, embeddedStore(t), metered, func(c *endpoint.Config) {
@@ -357,13 +358,14 @@ func TestPendingWebSocketsKeepNoSubscriberOut(t *testing.T) {
 		switch {
 		case err == nil:
 			idle = append(idle, c)
-		case resp != nil && resp.StatusCode == http.StatusServiceUnavailable:
+		case resp != nil && resp.StatusCode == http.StatusTooManyRequests:
 			refused++
 		default:
 			t.Fatalf("an idle WebSocket: %v", err)
 		}
 	}
-	if len(idle) != 10 || refused != 20 || m.value("listgate.subscriptions.refused", "reason=max_pending_websockets_per_address") != 20 {
+	if len(idle) != 10 || refused != 20 || m.value("listgate.subscriptions.refused", "reason=max_pending_websockets_per_address") != 20 ||
+		m.value("listgate.caller.throttled", "caller=address", "reason=share") != 20 {
 		t.Fatalf("%d idle WebSockets open, %d refused; want 10 and 20, counted", len(idle), refused)
 	}
 	// From another loopback address.

@@ -92,8 +92,9 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	if oc.Operation.Operation == ast.Subscription {
 		// A subscription holds no share of the in-flight budget for as
 		// long as it lasts: its own bounds are --max-subscriptions-per-*.
-		// Its catch-up is charged page by page, as the reads it is.
-		lists.SetCatchUpCharge(ctx, c.catchUpCharge(op))
+		// Its catch-up is charged page by page, as the reads it is, and
+		// held within its caller's share of the catch-up bytes.
+		lists.SetCatchUp(ctx, op.Caller, c.catchUpCharge(op))
 		return nil
 	}
 	caller, cost := op.Caller, op.Cost

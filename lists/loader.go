@@ -110,16 +110,19 @@ type Reads struct {
 	loader *dataloader.Loader[readKey, readResult]
 	single atomic.Bool  // the operation makes at most one read
 	bytes  atomic.Int64 // of the list items the response shows, up to MaxResponseBytes
-	// catchUpCharge prices a subscription's catch-up pages, set before
-	// it runs (SetCatchUpCharge); nil: they are free.
+	// catchUpCaller and catchUpCharge are whose share of the catch-up
+	// bytes a subscription's pages take, and how they are priced, set
+	// before it runs (SetCatchUp); nil: they are free.
+	catchUpCaller string
 	catchUpCharge watch.Charge
 }
 
-// SetCatchUpCharge says how the catch-up pages of the subscription in ctx
+// SetCatchUp says whose the catch-up pages of the subscription in ctx
+// are (they take that caller's share of the catch-up bytes), and how they
 // are charged: to its caller's budget, by the guards that priced it.
-func SetCatchUpCharge(ctx context.Context, charge watch.Charge) {
+func SetCatchUp(ctx context.Context, caller string, charge watch.Charge) {
 	if r := readsFrom(ctx); r != nil {
-		r.catchUpCharge = charge
+		r.catchUpCaller, r.catchUpCharge = caller, charge
 	}
 }
 

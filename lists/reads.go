@@ -179,7 +179,7 @@ type Watch struct {
 }
 
 // Watch watches a list until ctx ends (see package watch). Its catch-up
-// is charged as the operation in ctx says (SetCatchUpCharge).
+// is its caller's, and charged, as the operation in ctx says (SetCatchUp).
 func (s *Service) Watch(ctx context.Context, q WatchQuery) (*Watch, error) {
 	start := watch.Start{Since: q.Since}
 	if q.After != nil {
@@ -190,7 +190,7 @@ func (s *Service) Watch(ctx context.Context, q WatchQuery) (*Watch, error) {
 		start.After = &p
 	}
 	if r := readsFrom(ctx); r != nil {
-		start.Charge = r.catchUpCharge
+		start.Caller, start.Charge = r.catchUpCaller, r.catchUpCharge
 	}
 	f, err := s.catalog.Feature(ctx, q.EntityType, q.Feature, q.Version)
 	if err != nil {

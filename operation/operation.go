@@ -38,6 +38,9 @@ type Operation struct {
 	// one applies: what the answer's RateLimit headers and extensions.cost
 	// say.
 	Quota Quota
+	// AskedCost is set when the request asked for extensions.cost
+	// ("extensions": {"cost": true}), in every answer, a refusal too.
+	AskedCost bool
 
 	reads lists.Reads // the lists service's part: loader, response byte budget
 

@@ -18,12 +18,17 @@
 // to resume from; the items kept are bounded per subscription, per list
 // and in all.
 //
+// Catch-up pages are held within a pool of bytes (package pool) of which
+// each caller holds at most its share: one caller's catch-ups that its
+// clients do not read never make another caller's wait.
+//
 // Concurrency: one goroutine reads the feed (follow), one checks the
 // lists every Tick (tick); each subscription is read by its client's
 // goroutine (Next). Their shared state is guarded by Hub.mu, and nothing
 // is called under it but this package's own code: never the store, never
-// a callback (the store calls nothing back: it is pulled). It knows
-// nothing of GraphQL or of value types; it must never write.
+// a callback (the store calls nothing back: it is pulled), never the pool
+// (catch-up bytes let go of under it are given back once it is unlocked).
+// It knows nothing of GraphQL or of value types; it must never write.
 package watch
 
 import (
@@ -37,9 +42,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/pool"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 )
@@ -55,6 +60,10 @@ type Config struct {
 	// subscriptions hold at once; CatchUpPage is the items of one page.
 	CatchUpBytes int64
 	CatchUpPage  int
+	// CatchUpShare is the share of CatchUpBytes one caller's
+	// subscriptions may hold (0: all), at least one page: past it they
+	// wait, holding none, and other callers' do not.
+	CatchUpShare float64
 	// SubscriptionBytes is how far behind, in bytes of items, a
 	// subscription may fall: past it for SlowAfter, it is ended
 	// (ErrTooSlow), as is one that holds a catch-up page its client does
@@ -99,11 +108,11 @@ const readBytes = 4 << 20
 // Hub holds the watched lists and follows the feed for them.
 type Hub struct {
 	cfg      Config
-	catchUp  *semaphore.Weighted // bytes of the catch-up pages held
-	pageNeed int64               // the bytes a catch-up page may hold, at worst
-	stop     chan struct{}       // closed by Close
-	wake     chan struct{}       // a token when watching begins
-	workers  sync.WaitGroup      // follow and tick
+	catchUp  *pool.Pool     // bytes of the catch-up pages held, each caller's share of them
+	pageNeed int64          // the bytes a catch-up page may hold, at worst
+	stop     chan struct{}  // closed by Close
+	wake     chan struct{}  // a token when watching begins
+	workers  sync.WaitGroup // follow and tick
 
 	// mu guards what follows, and each Subscription's fields marked as
 	// the hub's. Nothing is called under it but this package's own code.
@@ -117,6 +126,9 @@ type Hub struct {
 	// on is left out of it, and its coverage is known when it ends.
 	reading bool
 	closed  bool
+	// letGo are catch-up bytes let go of, given back to the pool once mu
+	// is unlocked (unlock).
+	letGo []letGo
 
 	// Read by the metrics' callbacks, which take no lock of the hub's.
 	buffered atomic.Int64 // total, as last set
@@ -155,7 +167,11 @@ func New(cfg Config) (*Hub, error) {
 		return nil, err
 	}
 	need := PageNeed(cfg.CatchUpPage, cfg.Store.Limits())
-	h := &Hub{cfg: cfg, catchUp: semaphore.NewWeighted(cfg.CatchUpBytes), pageNeed: need, lists: map[store.ListID]*list{},
+	share := cfg.CatchUpBytes
+	if cfg.CatchUpShare > 0 && cfg.CatchUpShare < 1 {
+		share = max(int64(cfg.CatchUpShare*float64(cfg.CatchUpBytes)), need)
+	}
+	h := &Hub{cfg: cfg, catchUp: pool.New(cfg.CatchUpBytes, share), pageNeed: need, lists: map[store.ListID]*list{},
 		stop: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if err := h.instrument(cfg.Meter); err != nil {
 		return nil, err
@@ -215,6 +231,15 @@ func (h *Hub) instrument(m metric.Meter) error {
 		metric.WithDescription("Bytes of items kept for subscriptions that have not read them yet."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(h.buffered.Load())
+			return nil
+		}))
+	if err != nil {
+		return err
+	}
+	_, err = m.Int64ObservableGauge("listgate.subscription.catch_up.waiting",
+		metric.WithDescription("Subscriptions waiting for room in --catch-up-bytes for a catch-up page, or in their caller's share of it (--caller-catch-up-bytes-share)."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(h.catchUp.Waiting())
 			return nil
 		}))
 	return err
@@ -282,6 +307,7 @@ type Subscription struct {
 	hub    *Hub
 	list   *list
 	start  store.Position // it delivers what comes after
+	caller string         // whose share of the catch-up bytes it holds
 	charge Charge
 	notify chan struct{} // a token when items may have come
 	done   chan struct{} // closed when the hub ends it
@@ -293,6 +319,7 @@ type Subscription struct {
 	err     error          // why it ended, set before done closes
 	over    time.Time      // when it fell more than SubscriptionBytes behind; zero if not
 	held    int64          // catch-up bytes held
+	taken   *pool.Hold     // held's bytes of the pool, while it holds some
 	asked   time.Time      // when Next was last called, while it holds catch-up bytes
 
 	// Its reader's: of the goroutine that calls Next and Sent, never the
@@ -316,10 +343,12 @@ type Delivery struct {
 // error ends the subscription.
 type Charge func(ctx context.Context, items, looked int) error
 
-// Start is where a subscription starts, and what its catch-up costs.
+// Start is where a subscription starts, who asks, and what its catch-up
+// costs.
 type Start struct {
 	Since  *int64          // ns: first the items of the list from then on
 	After  *store.Position // after a position a client received; nil: now
+	Caller string          // whose share of the catch-up bytes its pages take
 	Charge Charge          // nil: catch-ups are free
 }
 
@@ -345,7 +374,7 @@ func (h *Hub) Subscribe(ctx context.Context, l store.List, start Start) (*Subscr
 		}
 		at = *start.After
 	}
-	s := &Subscription{hub: h, start: at, resume: at, charge: start.Charge, notify: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &Subscription{hub: h, start: at, resume: at, caller: start.Caller, charge: start.Charge, notify: make(chan struct{}, 1), done: make(chan struct{})}
 	if start.Since != nil {
 		s.since = keys.TimestampPrefix(max(*start.Since, 0))
 	}
@@ -361,7 +390,7 @@ func (h *Hub) Subscribe(ctx context.Context, l store.List, start Start) (*Subscr
 // s started comes from the store.
 func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head store.Position) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	defer h.unlock()
 	if h.closed {
 		return ErrClosed
 	}
@@ -399,7 +428,7 @@ func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head stor
 func (h *Hub) watchedBefore(r uint64) func(store.ListID) bool {
 	return func(id store.ListID) bool {
 		h.mu.Lock()
-		defer h.mu.Unlock()
+		defer h.unlock()
 		w := h.lists[id]
 		return w != nil && w.born < r
 	}
@@ -424,7 +453,7 @@ func (h *Hub) follow() {
 			h.reading = true
 		}
 		r := h.reads
-		h.mu.Unlock()
+		h.unlock()
 		if !watching {
 			select {
 			case <-h.wake:
@@ -476,7 +505,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // the next read begins.
 func (h *Hub) take(r, run uint64, changes []store.Change, reached store.Position) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	defer h.unlock()
 	h.reading = false
 	defer h.cover(r)
 	if run != h.run {
@@ -665,7 +694,7 @@ func (h *Hub) end(s *Subscription, err error, why metric.AddOption) {
 // leave is a subscription's end by its context.
 func (h *Hub) leave(s *Subscription) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	defer h.unlock()
 	h.end(s, context.Canceled, nil)
 }
 
@@ -686,7 +715,7 @@ func (h *Hub) tick() {
 		for _, w := range h.lists {
 			lists = append(lists, w)
 		}
-		h.mu.Unlock()
+		h.unlock()
 		now := time.Now()
 		for _, w := range lists {
 			err := h.cfg.Current(w.l) // no lock held
@@ -699,7 +728,7 @@ func (h *Hub) tick() {
 				h.enforce(w, now) // an idle list costs nothing here
 			}
 			h.buffered.Store(h.total)
-			h.mu.Unlock()
+			h.unlock()
 		}
 	}
 }
@@ -732,7 +761,7 @@ func (s *Subscription) bound(ctx context.Context) error {
 	for {
 		h.mu.Lock()
 		known, joined, err := s.knownAt, s.joined, s.ended()
-		h.mu.Unlock()
+		h.unlock()
 		switch {
 		case err != nil:
 			return err
@@ -758,7 +787,7 @@ func (s *Subscription) nextLive(ctx context.Context) (Delivery, error) {
 	for {
 		h.mu.Lock()
 		if err := s.ended(); err != nil {
-			h.mu.Unlock()
+			h.unlock()
 			return Delivery{}, err
 		}
 		w := s.list
@@ -771,11 +800,11 @@ func (s *Subscription) nextLive(ctx context.Context) (Delivery, error) {
 			if s.next == w.end() {
 				s.over = time.Time{}
 			}
-			h.mu.Unlock()
+			h.unlock()
 			h.delivered.Add(ctx, 1)
 			return Delivery{Item: e.Item, Position: e.at}, nil
 		}
-		h.mu.Unlock()
+		h.unlock()
 		select {
 		case <-s.notify:
 		case <-s.done:
@@ -826,11 +855,11 @@ func (s *Subscription) nextCatchUp(ctx context.Context) (Delivery, bool, error) 
 		if len(s.page) == 0 {
 			h.setHeld(s, 0) // the page is given
 		}
-		h.mu.Unlock()
+		h.unlock()
 		h.delivered.Add(ctx, 1)
 		return d, true, nil
 	}
-	h.mu.Unlock()
+	h.unlock()
 	if err != nil {
 		s.page = nil // let go of it at once: ending gave back its bytes
 		return Delivery{}, false, err
@@ -841,20 +870,24 @@ func (s *Subscription) nextCatchUp(ctx context.Context) (Delivery, bool, error) 
 	return Delivery{}, false, s.readFeed(ctx)
 }
 
-// hold takes a page's worst case of catch-up bytes, waiting for room.
+// hold takes a page's worst case of catch-up bytes, waiting for room in
+// its caller's share, then in the pool.
 func (s *Subscription) hold(ctx context.Context) error {
 	h := s.hub
-	if err := h.catchUp.Acquire(ctx, h.pageNeed); err != nil {
-		return err
+	hold, err := h.catchUp.Wait(ctx, s.caller, h.pageNeed)
+	if err != nil {
+		return ctx.Err() // the pool refuses only once ctx ends
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if err := s.ended(); err != nil { // ended while it waited
-		h.catchUp.Release(h.pageNeed)
+		h.unlock()
+		hold.Release()
 		return err
 	}
+	s.taken = hold
 	h.setHeld(s, h.pageNeed)
 	s.asked = time.Now()
+	h.unlock()
 	return nil
 }
 
@@ -870,7 +903,7 @@ func (s *Subscription) keep(page []Delivery) {
 		h.setHeld(s, bytes)
 	}
 	s.asked = time.Now() // the client is slow from here on, not the store
-	h.mu.Unlock()
+	h.unlock()
 	s.page = page
 }
 
@@ -945,11 +978,14 @@ func (s *Subscription) pay(ctx context.Context, items, looked int) error {
 	return nil
 }
 
-// setHeld sets the catch-up bytes s holds, giving back any it no longer
+// setHeld sets the catch-up bytes s holds, letting go of any it no longer
 // does; h.mu is held.
 func (h *Hub) setHeld(s *Subscription, held int64) {
-	if d := s.held - held; d > 0 {
-		h.catchUp.Release(d)
+	if s.taken != nil && held < s.held {
+		h.letGo = append(h.letGo, letGo{s.taken, held})
+		if held == 0 {
+			s.taken = nil
+		}
 	}
 	switch {
 	case s.held == 0 && held > 0:
@@ -960,12 +996,38 @@ func (h *Hub) setHeld(s *Subscription, held int64) {
 	s.held = held
 }
 
+// letGo is catch-up bytes let go of under Hub.mu: of hold, all but keep.
+type letGo struct {
+	hold *pool.Hold
+	keep int64
+}
+
+// unlock unlocks h.mu, then gives back to the pool the catch-up bytes let
+// go of under it: the pool is another package's, called with no lock of
+// the hub's held.
+func (h *Hub) unlock() {
+	letGo := h.letGo
+	h.letGo = nil
+	h.mu.Unlock()
+	for _, g := range letGo {
+		if g.keep == 0 {
+			g.hold.Release()
+		} else {
+			g.hold.Keep(g.keep)
+		}
+	}
+}
+
+// CatchUpWaiting is how many subscriptions wait for catch-up bytes, as
+// the metric shows it.
+func (h *Hub) CatchUpWaiting() int64 { return h.catchUp.Waiting() }
+
 // Close ends every subscription (Next returns ErrEnded) and stops
 // following the feed.
 func (h *Hub) Close() {
 	h.mu.Lock()
 	if h.closed {
-		h.mu.Unlock()
+		h.unlock()
 		return
 	}
 	h.closed = true
@@ -974,7 +1036,7 @@ func (h *Hub) Close() {
 			h.end(s, nil, endedClosing)
 		}
 	}
-	h.mu.Unlock()
+	h.unlock()
 	close(h.stop)
 	h.workers.Wait()
 }

@@ -478,3 +478,54 @@ func TestJoinsLeavesAndClose(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// A caller's catch-ups hold at most its share of the catch-up bytes: while
+// caller a's subscriptions hold their pages, and read no more, another of
+// a's waits for room in a's share, and caller b's catch-up comes whole,
+// holding up no one and held up by no one.
+func TestCatchUpShare(t *testing.T) {
+	// A page of ten values of 1 KB holds more than half of what a page may
+	// (one add's worst): two such pages leave less than one of two free.
+	limits := store.Limits{MaxAddItems: 10, MaxAddBytes: 16 << 10, MaxValueBytes: 1 << 10}
+	eachBackendLimited(t, limits, func(c *watch.Config) {
+		c.CatchUpPage = 10
+		c.CatchUpBytes = 2 * watch.PageNeed(c.CatchUpPage, c.Store.Limits()) // a's share: one page
+		c.CatchUpShare = 0.5
+		c.SlowAfter = time.Hour // nothing ends a's for being slow
+	}, func(t *testing.T, e *env) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		for i := range 3 {
+			e.add(e.list, time.Now().Add(-time.Minute), values(10, 1000, fmt.Sprint(i))...)
+		}
+		since := time.Now().Add(-time.Hour).UnixNano()
+		subscribe := func(caller string) *watch.Subscription {
+			sub, err := e.hub.Subscribe(ctx, e.list, watch.Start{Since: &since, Caller: caller})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sub
+		}
+		held := subscribe("a")
+		receive(t, held, 1, 20*time.Second) // holds its first page, and reads no more
+		waiting := subscribe("a")
+		read := make(chan error, 1)
+		go func() {
+			_, err := waiting.Next(ctx)
+			read <- err
+		}()
+		waitFor(t, func() bool { return e.hub.CatchUpWaiting() == 1 || len(read) == 1 })
+		if got := receive(t, subscribe("b"), 30, 20*time.Second); len(got) != 30 {
+			t.Fatalf("b got %d", len(got))
+		}
+		select {
+		case err := <-read:
+			t.Fatalf("a's second catch-up read while a held its share: %v", err)
+		case <-held.Done():
+			t.Fatal("a's first catch-up ended")
+		default:
+		}
+		cancel()
+		waitFor(t, func() bool { return e.hub.CatchUpWaiting() == 0 })
+	})
+}
