@@ -102,14 +102,14 @@ func newLoader(s *Service, cfg LoaderConfig, tracer trace.Tracer, meter metric.M
 }
 
 // Reads is what the service keeps for one operation: its loader, made on
-// first use, and the bytes of list items it has shown. An operation's
+// first use, and the bytes of list items and errors it has shown. An operation's
 // loads only ever batch with each other, so no operation's cancellation
 // reaches another's keys. The zero value is ready for use.
 type Reads struct {
 	once   sync.Once
 	loader *dataloader.Loader[readKey, readResult]
 	single atomic.Bool  // the operation makes at most one read
-	bytes  atomic.Int64 // of the list items the response shows, up to MaxResponseBytes
+	bytes  atomic.Int64 // of the list items and errors the response shows, up to MaxResponseBytes
 	// catchUpCharge prices a subscription's catch-up pages, set before
 	// it runs (SetCatchUpCharge); nil: they are free.
 	catchUpCharge watch.Charge
@@ -196,7 +196,7 @@ func (l *loader) batch(ctx context.Context, keys []readKey) []*dataloader.Result
 // reads are not made: they would only hold memory for fields that fail.
 func (s *Service) read(ctx context.Context, req *Reads, k readKey) (res readResult, err error) {
 	if req != nil && req.bytes.Load() > int64(s.limits.MaxResponseBytes) {
-		return res, s.tooLarge(k.feature)
+		return res, s.ResponseFull()
 	}
 	l := store.List{Feature: k.feature, EntityID: k.entityID}
 	switch k.op {
@@ -215,7 +215,7 @@ func (s *Service) read(ctx context.Context, req *Reads, k readKey) (res readResu
 // too, since each writes its own copy.
 func (s *Service) charge(ctx context.Context, f *store.Feature, items []store.Item) error {
 	if req := readsFrom(ctx); req != nil && req.bytes.Add(int64(itemsBytes(f, items))) > int64(s.limits.MaxResponseBytes) {
-		return s.tooLarge(f)
+		return s.ResponseFull()
 	}
 	return nil
 }
@@ -234,8 +234,22 @@ func itemsBytes(f *store.Feature, items []store.Item) int {
 // value: field names, timestamps, quotes.
 const itemBytes = 96
 
-func (s *Service) tooLarge(f *store.Feature) error {
-	return fmt.Errorf("%w list of %s: the response would carry more than %d bytes of list items (--max-response-bytes); ask for fewer items or lists", errkind.Invalid, f.Key(), s.limits.MaxResponseBytes)
+// ChargeError counts the bytes of an error the operation's response would
+// carry against MaxResponseBytes, with its list items, and reports whether
+// it fits. Once one has not, none does: past its bound a response carries
+// no more error text.
+func (s *Service) ChargeError(ctx context.Context, n int) bool {
+	req := readsFrom(ctx)
+	return req == nil || req.bytes.Add(int64(n)) <= int64(s.limits.MaxResponseBytes)
+}
+
+// ErrResponseFull is wrapped by ResponseFull.
+var ErrResponseFull = fmt.Errorf("%w response", errkind.Invalid)
+
+// ResponseFull is the error of a field past its operation's response bound,
+// and the one error a response shows past it.
+func (s *Service) ResponseFull() error {
+	return fmt.Errorf("%w: more than %d bytes of list items and errors (--max-response-bytes); the fields past them are null, and their errors left out: ask for fewer items, lists or fields", ErrResponseFull, s.limits.MaxResponseBytes)
 }
 
 // joinValues writes encoded values as one string, each after its length,
