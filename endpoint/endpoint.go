@@ -473,7 +473,7 @@ func (e extensions) install(s setup) {
 	s.Use(guards.OneStream())
 	s.Use(guards.Complexity(e.cfg.Limits.MaxComplexity, e.budget, e.callers, e.lists))
 	s.Use(costExtension{})
-	s.Use(responseBound{})
+	s.Use(responseBound{e.lists})
 	s.Use(guards.CheckMutationsFirst())
 	s.Use(operationTracing{e.tracer})
 	if e.spans {

@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,9 +65,15 @@ func errorPresenter(log *slog.Logger, onRefused func(context.Context, error), bu
 		if budget.ChargeError(ctx, errorBytes(presented)) {
 			return presented
 		}
-		full := budget.ResponseFull()
-		return &gqlerror.Error{Err: full, Message: full.Error(), Path: presented.Path, Extensions: map[string]any{"code": CodeBadUserInput}}
+		return responseFull(budget, presented.Path)
 	}
+}
+
+// responseFull is the error that says a response passed its bound: the
+// one error it shows past it.
+func responseFull(budget *lists.Service, path ast.Path) *gqlerror.Error {
+	full := budget.ResponseFull()
+	return &gqlerror.Error{Err: full, Message: full.Error(), Path: path, Extensions: map[string]any{"code": CodeBadUserInput}}
 }
 
 // present makes what a client sees of err.
@@ -234,10 +241,15 @@ func errorBytes(e *gqlerror.Error) int {
 	return len(b) + 1 // and a comma
 }
 
-// responseBound keeps, of the errors a response carries, the first that
-// says its bound was passed (lists.ErrResponseFull), and none after it:
-// the error presenter shows each error that did not fit as that one.
-type responseBound struct{}
+// responseBound bounds each response (a query's or mutation's, a
+// subscription's result, an error answered instead) to
+// --max-response-bytes. Its list items and errors were charged as they
+// were made, and past the bound the error presenter showed each error as
+// the one that says so: it keeps the first of those, and none after. What
+// else the data holds (names, ids, features) is counted once it is
+// written: a response larger than the bound is answered with that error
+// alone.
+type responseBound struct{ lists *lists.Service }
 
 var _ interface {
 	graphql.HandlerExtension
@@ -246,7 +258,7 @@ var _ interface {
 
 func (responseBound) ExtensionName() string                   { return "ResponseBound" }
 func (responseBound) Validate(graphql.ExecutableSchema) error { return nil }
-func (responseBound) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+func (r responseBound) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 	resp := next(ctx)
 	if resp == nil {
 		return nil
@@ -260,7 +272,29 @@ func (responseBound) InterceptResponse(ctx context.Context, next graphql.Respons
 		full = true
 		return seen
 	})
-	return resp
+	if written(resp) <= r.lists.Limits().MaxResponseBytes {
+		return resp
+	}
+	if op := operation.From(ctx); op != nil {
+		op.AddCode(CodeBadUserInput)
+	}
+	return &graphql.Response{Errors: gqlerror.List{responseFull(r.lists, nil)}, Extensions: resp.Extensions}
+}
+
+// written is about what writeResponse writes of resp: its data, with the
+// escapes it adds, and its errors.
+func written(resp *graphql.Response) int {
+	n := len(resp.Data)
+	if htmlEscaped(resp.Data) {
+		// <, > and & become \u003c, 5 bytes more; U+2028 and U+2029
+		// \u2028, 3 more.
+		n += 5*(bytes.Count(resp.Data, []byte("<"))+bytes.Count(resp.Data, []byte(">"))+bytes.Count(resp.Data, []byte("&"))) +
+			3*(bytes.Count(resp.Data, []byte("\u2028"))+bytes.Count(resp.Data, []byte("\u2029")))
+	}
+	for _, e := range resp.Errors {
+		n += errorBytes(e)
+	}
+	return n
 }
 
 // classify maps an error to its code; "" for errors gqlgen raised itself.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -262,5 +263,89 @@ func TestErrorsQuoteTheStartOfWhatWasSent(t *testing.T) {
 			}
 			t.Logf("%.300s", errs[0].Message)
 		})
+	}
+}
+
+// fields is n aliases of field, for a selection.
+func fields(n int, field string) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, " f%d: %s", i, field)
+	}
+	return b.String()
+}
+
+// Each alias of an item's field writes it again, and is counted again: 10
+// items of 30 KB with 100 aliases of their value were counted as 300 KB
+// and answered as 30 MB. Now the page is refused before it is written,
+// the field's error naming --max-response-bytes.
+func TestAliasesOfAnItemsFieldsAreCounted(t *testing.T) {
+	const maxResponse = 1 << 20
+	g, base := boundGateway(t, maxResponse)
+	g.createFeature("f", "STRING", 3600)
+	now := time.Now()
+	var items []item
+	for i := range 10 {
+		items = append(items, item{strings.Repeat("x", 30_000), ts(now.Add(-time.Duration(i) * time.Second))})
+	}
+	g.add("u1", "f", items...)
+	for _, tc := range []struct{ name, query string }{
+		{"values", `{ listItems(entityType: "$type", entityId: "u1", feature: "f") { items {` + fields(100, "value") + ` } } }`},
+		{"selections of the items", `{ listItems(entityType: "$type", entityId: "u1", feature: "f") {` + fields(100, "items { value }") + ` } }`},
+		{"listContains", `{ entity(type: "$type", entityId: "u1") { listContains(feature: "f", values: ["` + strings.Repeat("x", 30_000) + `"]) {` + fields(900, "value") + ` } } }`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := g.answer(base, "post", map[string]any{"query": tc.query}, maxResponse+envelope)
+			if len(b) > maxResponse+envelope {
+				t.Fatalf("an answer of %d bytes, more than --max-response-bytes %d and %d more", len(b), maxResponse, envelope)
+			}
+			if errs := answerErrors(t, b); len(errs) != 1 || !strings.Contains(errs[0].Message, "--max-response-bytes") || len(errs[0].Path) == 0 {
+				t.Fatalf("errors %+v; want the field's, naming --max-response-bytes", errs)
+			}
+		})
+	}
+}
+
+// What a response's list items and errors are not (ids, names, features)
+// counts too, once written: a response larger than --max-response-bytes is
+// answered with the one error that names it, over POST, GET, WebSocket, and
+// for a subscription's result.
+func TestEveryByteOfAResponseCounts(t *testing.T) {
+	const maxResponse = 64 << 10
+	g, base := boundGateway(t, maxResponse)
+	g.createFeature("f", "STRING", 3600)
+	var ids []any
+	for i := range 100 {
+		ids = append(ids, fmt.Sprintf("%0256d", i))
+	}
+	// 100 ids of 256 bytes, each written 20 times: 540 KB.
+	query := `query($ids: [ID!]!) { entities(type: "$type", entityIds: $ids) {` + fields(20, "entityId") + ` } }`
+	for _, transport := range []string{"post", "get", "websocket"} {
+		b := g.answer(base, transport, map[string]any{"query": query, "variables": map[string]any{"ids": ids}}, maxResponse+envelope)
+		if len(b) > maxResponse+envelope {
+			t.Fatalf("%s: an answer of %d bytes, more than --max-response-bytes %d and %d more", transport, len(b), maxResponse, envelope)
+		}
+		if errs := answerErrors(t, b); len(errs) != 1 || !strings.Contains(errs[0].Message, "--max-response-bytes") {
+			t.Fatalf("%s: errors %+v; want one naming --max-response-bytes", transport, errs)
+		}
+	}
+
+	// A subscription's result: an item of 30 KB, its value written 40 times.
+	c, _, err := dial(t, base, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.init(""); err != nil || m.Type != "connection_ack" {
+		t.Fatalf("init: %+v %v", m, err)
+	}
+	c.conn.SetReadLimit(maxResponse + envelope)
+	c.subscribe("1", `subscription { listItemsAdded(entityType: "`+g.entityType+`", entityId: "u1", feature: "f", since: "2000-01-01T00:00:00Z") {`+fields(40, "value")+` } }`)
+	g.add("u1", "f", item{Value: strings.Repeat("x", 30_000)})
+	m, err := c.next()
+	if err != nil {
+		t.Fatalf("reading the result (at most %d bytes): %v", maxResponse+envelope, err)
+	}
+	if errs := answerErrors(t, m.Payload); m.Type != "next" || len(errs) != 1 || !strings.Contains(errs[0].Message, "--max-response-bytes") {
+		t.Fatalf("subscription: %s %.300s; want a result of one error naming --max-response-bytes", m.Type, m.Payload)
 	}
 }

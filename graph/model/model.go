@@ -123,12 +123,13 @@ func NewItems(in []ListItemInput) []lists.NewItem {
 }
 
 // PageQuery asks for a page of an entity's list.
-func PageQuery(entityType, entityID, feature string, version *string, minTimestamp, maxTimestamp *Time, limit *int32, after *string, distinct *bool) lists.PageQuery {
+func PageQuery(entityType, entityID, feature string, version *string, minTimestamp, maxTimestamp *Time, limit *int32, after *string, distinct *bool, shown lists.Shown) lists.PageQuery {
 	q := lists.PageQuery{
 		Ref:      lists.Ref{EntityType: entityType, EntityID: entityID, Feature: feature, Version: deref(version)},
 		Window:   lists.Window{MinTimestamp: (*int64)(minTimestamp), MaxTimestamp: (*int64)(maxTimestamp)},
 		After:    after,
 		Distinct: deref(distinct),
+		Shown:    shown,
 	}
 	if limit != nil {
 		n := int(*limit)
@@ -152,11 +153,12 @@ func CountQuery(entityType, entityID, feature string, version *string, minTimest
 
 // ContainsQuery asks for the newest item of an entity's list holding each
 // value.
-func ContainsQuery(entityType, entityID, feature string, version *string, vs []values.Value, minTimestamp *Time) lists.ContainsQuery {
+func ContainsQuery(entityType, entityID, feature string, version *string, vs []values.Value, minTimestamp *Time, shown lists.Shown) lists.ContainsQuery {
 	return lists.ContainsQuery{
 		Ref:          lists.Ref{EntityType: entityType, EntityID: entityID, Feature: feature, Version: deref(version)},
 		Values:       vs,
 		MinTimestamp: (*int64)(minTimestamp),
+		Shown:        shown,
 	}
 }
 
