@@ -171,8 +171,11 @@ func clipQuoted(msg string) string {
 	var b strings.Builder
 	for {
 		i := strings.IndexByte(msg, '"')
-		n := quotedLen(msg[max(i, 0):])
-		if i < 0 || n < 0 {
+		if i < 0 {
+			break
+		}
+		n := quotedLen(msg[i:])
+		if n < 0 {
 			break
 		}
 		q := msg[i : i+n]

@@ -261,7 +261,7 @@ var ErrResponseFull = fmt.Errorf("%w response", errkind.Invalid)
 // ResponseFull is the error of a field past its operation's response bound,
 // and the one error a response shows past it.
 func (s *Service) ResponseFull() error {
-	return fmt.Errorf("%w: more than %d bytes of list items and errors (--max-response-bytes); the fields past them are null, and their errors left out: ask for fewer items, lists or fields", ErrResponseFull, s.limits.MaxResponseBytes)
+	return fmt.Errorf("%w: larger than %d bytes (--max-response-bytes), its list items and errors counted; what does not fit is null, and its errors are left out: ask for fewer items, lists or fields", ErrResponseFull, s.limits.MaxResponseBytes)
 }
 
 // joinValues writes encoded values as one string, each after its length,

@@ -273,8 +273,9 @@ func appendQuoted(b []byte, s string) []byte {
 // ShownItems is how the response writes each item of the field in ctx (a
 // ListPage, or a list of ListItem), as writeListItems writes it, for the
 // response's byte budget: each field the selection names, under its
-// alias, once per selection of the items. It is the zero lists.Shown when
-// the field shows no items.
+// alias, once per selection of the items. It is the zero lists.Shown,
+// which counts each item as most clients show it, when the field shows no
+// items: what it read is charged all the same.
 func ShownItems(ctx context.Context) lists.Shown {
 	oc := graphql.GetOperationContext(ctx)
 	field := graphql.GetFieldContext(ctx).Field
