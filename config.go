@@ -184,7 +184,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", endpoint.DefaultLimits.MaxBodyBytes, "largest request body")
 	fs.IntVar(&c.Limits.MaxTokens, "max-tokens", endpoint.DefaultLimits.MaxTokens, "most tokens in one GraphQL document")
 	fs.IntVar(&c.Limits.MaxFields, "max-fields", endpoint.DefaultLimits.MaxFields, "most fields in one operation, aliases counted and fragments expanded")
-	fs.IntVar(&c.Limits.MaxResponseBytes, "max-response-bytes", endpoint.DefaultLimits.MaxResponseBytes, "most bytes of list items in one response")
+	fs.IntVar(&c.Limits.MaxResponseBytes, "max-response-bytes", endpoint.DefaultLimits.MaxResponseBytes, "most bytes of one response, its list items and errors included")
 	fs.IntVar(&c.Limits.MaxInFlightComplexity, "max-in-flight-complexity", endpoint.DefaultLimits.MaxInFlightComplexity, "complexity of the operations running at once (at least --max-complexity); more wait for room until their deadline")
 	fs.IntVar(&c.Limits.MaxInFlight, "max-in-flight", endpoint.DefaultLimits.MaxInFlight, "GraphQL requests served at once; more over HTTP are refused with 503, a WebSocket's subscribe message waits for a slot until its deadline")
 	fs.Float64Var(&c.Limits.CallerCostRate, "caller-cost-rate", endpoint.DefaultLimits.CallerCostRate, "each caller's budget of complexity points a second on this gateway (0: no budget); an API key's cost=rate/burst or a JWT's listgate_cost claim sets its own")

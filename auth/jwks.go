@@ -21,6 +21,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/listgate/listgate/errkind"
 )
 
 // jwksPolicy says how often and how far a JWKS is fetched.
@@ -261,9 +263,9 @@ func (j *jwks) keysFor(alg, kid string) ([]jwt.VerificationKey, error) {
 		case loaded == nil:
 			return nil, errors.New("the identity provider's keys (--jwt-jwks-url) could not be fetched; the gateway's log says why")
 		case kid != "" && !hasKid(*loaded, kid) && rateLimited:
-			return nil, fmt.Errorf("the identity provider's key set (--jwt-jwks-url) has no key %q (a token with an unknown key fetches it again at most every %v)", kid, j.policy.MinInterval)
+			return nil, fmt.Errorf("the identity provider's key set (--jwt-jwks-url) has no key %s (a token with an unknown key fetches it again at most every %v)", errkind.Quote(kid), j.policy.MinInterval)
 		case kid != "" && !hasKid(*loaded, kid) && err != nil:
-			return nil, fmt.Errorf("no key %q among the identity provider's keys fetched before, and fetching them again failed; the gateway's log says why", kid)
+			return nil, fmt.Errorf("no key %s among the identity provider's keys fetched before, and fetching them again failed; the gateway's log says why", errkind.Quote(kid))
 		}
 	}
 	var out []jwt.VerificationKey
@@ -278,9 +280,9 @@ func (j *jwks) keysFor(alg, kid string) ([]jwt.VerificationKey, error) {
 	case kid == "":
 		return nil, fmt.Errorf("the identity provider's key set (--jwt-jwks-url) has no key that fits alg %s", alg)
 	case hasKid(*loaded, kid):
-		return nil, fmt.Errorf("the JWKS's key %q does not fit alg %s", kid, alg)
+		return nil, fmt.Errorf("the JWKS's key %s does not fit alg %s", errkind.Quote(kid), alg)
 	default:
-		return nil, fmt.Errorf("the identity provider's key set (--jwt-jwks-url) has no key %q", kid)
+		return nil, fmt.Errorf("the identity provider's key set (--jwt-jwks-url) has no key %s", errkind.Quote(kid))
 	}
 }
 

@@ -365,7 +365,7 @@ func (t *Trusted) byDocumentID(ctx context.Context, s *Set, r Request) (string, 
 		return body, true, nil
 	}
 	t.count(ctx)
-	return "", false, fmt.Errorf("%w documentId %q: it is %w (--trusted-documents)", errkind.Invalid, r.DocumentID, ErrNotInList)
+	return "", false, fmt.Errorf("%w documentId %s: it is %w (--trusted-documents)", errkind.Invalid, errkind.Quote(r.DocumentID), ErrNotInList)
 }
 
 // verdict is what the set says of a request that names no documentId.
@@ -384,7 +384,7 @@ func (s *Set) judge(r Request) verdict {
 		if body, ok := s.lookup(r.APQHash); ok && (r.Query == "" || r.Query == body) {
 			return verdict{body: body}
 		}
-		return verdict{refusal: fmt.Errorf("%w persisted query %s: it is %w (--trusted-documents)", errkind.Invalid, r.APQHash, ErrNotInList)}
+		return verdict{refusal: fmt.Errorf("%w persisted query %s: it is %w (--trusted-documents)", errkind.Invalid, errkind.Clip(r.APQHash), ErrNotInList)}
 	}
 	if s.trusted(r.Query) {
 		return verdict{}

@@ -54,7 +54,7 @@ type Limits struct {
 	MaxTokens        int   // tokens of one document
 	MaxFields        int   // fields of one operation, fragments expanded
 	MaxBodyBytes     int64 // largest request body, or subscribe message
-	MaxResponseBytes int   // list items one response may carry, in bytes
+	MaxResponseBytes int   // list items and errors one response may carry, in bytes
 	MaxInFlight      int   // queries and mutations served at once; more over HTTP are refused, a subscribe message waits
 	// MaxInFlightComplexity bounds the complexity of the operations running
 	// at once; one that does not fit waits for room until its deadline.
@@ -197,7 +197,7 @@ func New(cfg Config) (*Handler, error) {
 	x := executor.New(exec.NewExecutableSchema(exec.Config{Resolvers: graph.NewResolver(svc)}))
 	x.SetDefaultRulesFn(guards.ValidationRules)
 	extensions{cfg: cfg, lists: svc, budget: budget, callers: callers, tracer: tracer, spans: !tracingOff,
-		present: errorPresenter(cfg.Log, socks.countRefusal), recover: onPanic}.install(x)
+		present: errorPresenter(cfg.Log, socks.countRefusal, svc), recover: onPanic}.install(x)
 	h := &Handler{exec: x, lists: svc, auth: cfg.Auth, limits: cfg.Limits, hosts: newHosts(cfg.Hosts, !cfg.Auth.Configured()),
 		inFlight: inFlight, callers: callers, docs: cfg.Documents, observer: obs, sockets: socks}
 	socks.h = h
@@ -254,7 +254,7 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 	if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" {
 		// A CORS preflight that --cors-origins did not answer.
-		return http.StatusForbidden, fmt.Errorf("%w: a browser page of origin %q may not call this gateway: add the origin to --cors-origins", errkind.Forbidden, r.Header.Get("Origin"))
+		return http.StatusForbidden, fmt.Errorf("%w: a browser page of origin %s may not call this gateway: add the origin to --cors-origins", errkind.Forbidden, errkind.Quote(r.Header.Get("Origin")))
 	}
 	p, err := h.auth.Authenticate(r.Header.Get("Authorization"))
 	if err != nil {
@@ -355,7 +355,7 @@ func recycle(params *graphql.RawParams) {
 func (h *Handler) resolveDocument(ctx context.Context, op *operation.Operation, params *graphql.RawParams, documentID string) error {
 	if h.docs == nil {
 		if documentID != "" {
-			return fmt.Errorf("%w documentId %q: this gateway has no trusted documents (--trusted-documents)", errkind.Invalid, documentID)
+			return fmt.Errorf("%w documentId %s: this gateway has no trusted documents (--trusted-documents)", errkind.Invalid, errkind.Quote(documentID))
 		}
 		return nil
 	}
@@ -471,6 +471,7 @@ func (e extensions) install(s setup) {
 	s.Use(guards.OneStream())
 	s.Use(guards.Complexity(e.cfg.Limits.MaxComplexity, e.budget, e.callers, e.lists))
 	s.Use(costExtension{e.callers})
+	s.Use(responseBound{e.lists})
 	s.Use(guards.CheckMutationsFirst())
 	s.Use(operationTracing{e.tracer})
 	if e.spans {

@@ -54,7 +54,7 @@ func (h hosts) check(hostport string) error {
 	if net.ParseIP(host) != nil {
 		return nil
 	}
-	return fmt.Errorf("%w: this gateway does not answer for the host %q: add it to --allowed-hosts (a page of another site reaching a gateway through DNS rebinding names its own host)", errkind.Forbidden, hostport)
+	return fmt.Errorf("%w: this gateway does not answer for the host %s: add it to --allowed-hosts (a page of another site reaching a gateway through DNS rebinding names its own host)", errkind.Forbidden, errkind.Quote(hostport))
 }
 
 // remoteIP is the address a request came from, without its port.

@@ -54,10 +54,10 @@ func transportOf(r *http.Request) string {
 func unsupported(w http.ResponseWriter, r *http.Request) (int, error) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, POST")
-		return http.StatusMethodNotAllowed, fmt.Errorf(`%w: method %s: send a POST with a JSON body, a GET with ?query=…, or a WebSocket upgrade`, errkind.Malformed, r.Method)
+		return http.StatusMethodNotAllowed, fmt.Errorf(`%w: method %s: send a POST with a JSON body, a GET with ?query=…, or a WebSocket upgrade`, errkind.Malformed, errkind.Clip(r.Method))
 	}
 	return http.StatusUnsupportedMediaType, fmt.Errorf(
-		`%w: Content-Type %q: send Content-Type: application/json with a body such as {"query": "{ listFeatures { key } }"}`, errkind.Malformed, r.Header.Get("Content-Type"))
+		`%w: Content-Type %s: send Content-Type: application/json with a body such as {"query": "{ listFeatures { key } }"}`, errkind.Malformed, errkind.Quote(r.Header.Get("Content-Type")))
 }
 
 // readBody reads a POST's body, at most maxBytes of it, by the deadline:
@@ -158,13 +158,15 @@ func decodeJSON(data []byte, into any) error {
 	return jsonv2.Unmarshal(data, into, jsonOptions)
 }
 
-// jsonError is decodeJSON's error without its package's prefix.
+// jsonError is decodeJSON's error without its package's prefix, bounded
+// as gqlgen's messages are: it may quote a name of the request (one given
+// twice) and a JSON Pointer to it.
 func jsonError(err error) string {
 	msg := err.Error()
 	for _, prefix := range []string{"jsontext: ", "json: "} {
 		msg = strings.TrimPrefix(msg, prefix)
 	}
-	return msg
+	return foreignMessage(msg)
 }
 
 // strictJSONError says why a text that encoding/json would take is not

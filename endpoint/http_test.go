@@ -74,7 +74,7 @@ func TestPostTransportMatchesGqlgen(t *testing.T) {
 		t.Fatal(err)
 	}
 	extensions{cfg: cfg, lists: ours.lists, budget: budget, callers: callers, tracer: tracenoop.NewTracerProvider().Tracer(""),
-		present: errorPresenter(log, func(context.Context, error) {}), recover: graphql.DefaultRecover}.install(gqlgen)
+		present: errorPresenter(log, func(context.Context, error) {}, ours.lists), recover: graphql.DefaultRecover}.install(gqlgen)
 	gqlgen.AddTransport(transport.POST{})
 	theirs := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := operation.New(operation.POST, time.Now())
@@ -119,7 +119,7 @@ func TestPostTransportMatchesGqlgen(t *testing.T) {
 // that went away gets nothing.
 func TestWriteResultWithoutResponse(t *testing.T) {
 	ex := executor.New(exec.NewExecutableSchema(exec.Config{Resolvers: &graph.Resolver{}}))
-	ex.SetErrorPresenter(errorPresenter(slog.New(slog.NewTextHandler(io.Discard, nil)), func(context.Context, error) {}))
+	ex.SetErrorPresenter(errorPresenter(slog.New(slog.NewTextHandler(io.Discard, nil)), func(context.Context, error) {}, nil)) // no operation: nothing to charge
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()

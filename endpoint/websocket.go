@@ -184,7 +184,7 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if origin := r.Header.Get("Origin"); !s.allowed(origin, r.Host) {
-		refuse(http.StatusForbidden, nil, fmt.Errorf("%w: a page of origin %q may not open a WebSocket to this gateway: add it to --cors-origins", errkind.Forbidden, origin))
+		refuse(http.StatusForbidden, nil, fmt.Errorf("%w: a page of origin %s may not open a WebSocket to this gateway: add it to --cors-origins", errkind.Forbidden, errkind.Quote(origin)))
 		return
 	}
 	if s.closing.Err() != nil {

@@ -1,12 +1,15 @@
 // Package errkind names the kinds of error every layer of listgate raises.
 // An error wraps at most one kind, with fmt.Errorf("%w …"); the GraphQL
 // error presenter alone maps a kind to the code a client sees. The kinds
-// know nothing of GraphQL or HTTP.
+// know nothing of GraphQL or HTTP. An error quotes what a client sent
+// through Quote or Clip alone, so that every message is short.
 package errkind
 
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 )
 
 var (
@@ -52,3 +55,26 @@ var (
 // DeadlinePassed is the error of an operation whose deadline passed before
 // it could answer.
 var DeadlinePassed = fmt.Errorf("%w: the request ran past its deadline (--request-timeout) before it could answer", Timeout)
+
+// MaxQuoted is the most bytes of what a client sent that an error message
+// quotes: enough to recognize a value, never enough that a value used by
+// many fields, each failing with its own error, multiplies the answer.
+const MaxQuoted = 64
+
+// Clip is what an error message shows of a name or value a client sent:
+// all of it up to MaxQuoted bytes, else its first MaxQuoted bytes (cut
+// where a character starts) and "…".
+func Clip(s string) string {
+	if len(s) <= MaxQuoted {
+		return s
+	}
+	n := MaxQuoted
+	for n > MaxQuoted-utf8.UTFMax && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// Quote is Clip(s) as a quoted Go string, as error messages quote a name
+// or value a client sent.
+func Quote(s string) string { return strconv.Quote(Clip(s)) }

@@ -15,7 +15,7 @@ import (
 
 // List is the resolver for the list field.
 func (r *entityResolver) List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time, limit *int32, after *string, distinct *bool) (*model.ListPage, error) {
-	p, err := r.lists.Page(ctx, model.PageQuery(obj.Type, obj.EntityID, feature, version, minTimestamp, maxTimestamp, limit, after, distinct))
+	p, err := r.lists.Page(ctx, model.PageQuery(obj.Type, obj.EntityID, feature, version, minTimestamp, maxTimestamp, limit, after, distinct, model.ShownItems(ctx)))
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (r *entityResolver) ListCount(ctx context.Context, obj *model.Entity, featu
 
 // ListContains is the resolver for the listContains field.
 func (r *entityResolver) ListContains(ctx context.Context, obj *model.Entity, feature string, version *string, values []values.Value, minTimestamp *model.Time) ([]*model.ListItem, error) {
-	found, err := r.lists.Contains(ctx, model.ContainsQuery(obj.Type, obj.EntityID, feature, version, values, minTimestamp))
+	found, err := r.lists.Contains(ctx, model.ContainsQuery(obj.Type, obj.EntityID, feature, version, values, minTimestamp, model.ShownItems(ctx)))
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (r *queryResolver) Entities(ctx context.Context, typeArg string, entityIds 
 
 // ListItems is the resolver for the listItems field.
 func (r *queryResolver) ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time, limit *int32, after *string, distinct *bool) (model.ListPage, error) {
-	p, err := r.lists.Page(ctx, model.PageQuery(entityType, entityID, feature, version, minTimestamp, maxTimestamp, limit, after, distinct))
+	p, err := r.lists.Page(ctx, model.PageQuery(entityType, entityID, feature, version, minTimestamp, maxTimestamp, limit, after, distinct, model.ShownItems(ctx)))
 	if err != nil {
 		return model.ListPage{}, err
 	}

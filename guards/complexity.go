@@ -248,7 +248,7 @@ func (p fieldCosts) String() string {
 		if i > 0 {
 			b.WriteString(" › ")
 		}
-		fmt.Fprintf(&b, "%s (%d)", f.name, f.cost)
+		fmt.Fprintf(&b, "%s (%d)", errkind.Clip(f.name), f.cost) // an alias the client chose
 	}
 	return b.String()
 }

@@ -79,11 +79,11 @@ func numberVariables(doc *ast.QueryDocument, p *graphql.RawParams) *gqlerror.Err
 		switch v.Type.NamedType {
 		case "Int":
 			if _, err := n.Int64(); err != nil {
-				return gqlerror.WrapPath(ast.Path{ast.PathName("variable"), ast.PathName(v.Variable)}, fmt.Errorf("%w Int %s: not an integer; send a number without fraction or exponent", errkind.Invalid, n))
+				return gqlerror.WrapPath(ast.Path{ast.PathName("variable"), ast.PathName(v.Variable)}, fmt.Errorf("%w Int %s: not an integer; send a number without fraction or exponent", errkind.Invalid, errkind.Clip(string(n))))
 			}
 		case "Float":
 			if _, err := n.Float64(); err != nil {
-				return gqlerror.WrapPath(ast.Path{ast.PathName("variable"), ast.PathName(v.Variable)}, fmt.Errorf("%w Float %s: no 64-bit float holds it", errkind.Invalid, n))
+				return gqlerror.WrapPath(ast.Path{ast.PathName("variable"), ast.PathName(v.Variable)}, fmt.Errorf("%w Float %s: no 64-bit float holds it", errkind.Invalid, errkind.Clip(string(n))))
 			}
 		}
 	}

@@ -19,7 +19,8 @@ type PageQuery struct {
 	Window
 	Limit    *int // nil: DefaultLimit
 	After    *string
-	Distinct bool // only the newest item of each value, within the page
+	Distinct bool  // only the newest item of each value, within the page
+	Shown    Shown // how the response writes each item
 }
 
 // Window bounds the items of a read by timestamp (ns since the Unix
@@ -83,7 +84,7 @@ func (s *Service) Page(ctx context.Context, q PageQuery) (*Page, error) {
 	}
 	p := res.page
 	p.Items = s.typed(ctx, f, q.EntityID, p.Items)
-	if err := s.charge(ctx, f, p.Items); err != nil {
+	if err := s.charge(ctx, f, p.Items, q.Shown); err != nil {
 		return nil, err
 	}
 	return &Page{Feature: f, Page: p}, nil
@@ -118,6 +119,7 @@ type ContainsQuery struct {
 	Ref
 	Values       []values.Value
 	MinTimestamp *int64 // ns; nil keeps every item
+	Shown        Shown  // how the response writes each item found
 }
 
 // Found is the answer to a ContainsQuery: the newest item holding each
@@ -158,7 +160,7 @@ func (s *Service) Contains(ctx context.Context, q ContainsQuery) (*Found, error)
 			shown = append(shown, *found.Items[i])
 		}
 	}
-	return found, s.charge(ctx, f, shown)
+	return found, s.charge(ctx, f, shown, q.Shown)
 }
 
 // WatchQuery asks for the items added to a list: from now on, after a

@@ -98,7 +98,7 @@ func ParsePosition(s string) (Position, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(b) < 5 {
-		return Position{}, fmt.Errorf("%w position %q: not a position; send the position of an item as it came", errkind.Invalid, s)
+		return Position{}, fmt.Errorf("%w position %s: not a position; send the position of an item as it came", errkind.Invalid, errkind.Quote(s))
 	}
 	return Position{Record: string(b[:len(b)-4]), Item: binary.BigEndian.Uint32(b[len(b)-4:])}, nil
 }

@@ -66,7 +66,7 @@ func (f *Feature) Validate(now, expiryCap time.Time) error {
 		return err
 	}
 	if !f.ValueType.Valid() {
-		return fmt.Errorf("%w value type %q: must be one of STRING, INT, FLOAT, BOOLEAN, BYTES, JSON", errkind.Invalid, f.ValueType)
+		return fmt.Errorf("%w value type %s: must be one of STRING, INT, FLOAT, BOOLEAN, BYTES, JSON", errkind.Invalid, errkind.Quote(string(f.ValueType)))
 	}
 	if len(f.Description) > MaxDescriptionLen {
 		return fmt.Errorf("%w description: longer than 1024 bytes", errkind.Invalid)

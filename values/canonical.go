@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/listgate/listgate/errkind"
 )
 
 // pathError is a refusal inside a JSON value, at a JSON Pointer path
@@ -26,7 +28,7 @@ func (e *pathError) Error() string {
 	if p == "" {
 		return e.msg
 	}
-	return e.msg + " at " + clip(p)
+	return e.msg + " at " + errkind.Clip(p)
 }
 
 // checkJSON refuses what would not read back exactly: numbers a float64

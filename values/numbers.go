@@ -145,7 +145,7 @@ func floatInexact(v any, text string, nearest float64) error {
 	default:
 		hint = ": the nearest it holds is " + string(appendFloat(nil, nearest))
 	}
-	return fmt.Errorf("%w ListValue %s: this feature holds FLOAT values, 64-bit floats (what JavaScript clients use), which cannot hold %s exactly%s; send a number it holds, as JavaScript writes it", errkind.Invalid, describe(v), clip(text), hint)
+	return fmt.Errorf("%w ListValue %s: this feature holds FLOAT values, 64-bit floats (what JavaScript clients use), which cannot hold %s exactly%s; send a number it holds, as JavaScript writes it", errkind.Invalid, describe(v), errkind.Clip(text), hint)
 }
 
 // CheckNumber reports whether text, a JSON number, is held exactly by a
@@ -166,9 +166,9 @@ func CheckNumber(text string) error {
 
 func numberProblem(text string, st numStatus) string {
 	if st == numSyntax {
-		return "number " + strconv.Quote(clip(text)) + ": not a JSON number"
+		return "number " + strconv.Quote(errkind.Clip(text)) + ": not a JSON number"
 	}
-	return "number " + clip(text) + " cannot be held exactly by a 64-bit float (what JavaScript clients use); send it as a string"
+	return "number " + errkind.Clip(text) + " cannot be held exactly by a 64-bit float (what JavaScript clients use); send it as a string"
 }
 
 type numStatus uint8

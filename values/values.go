@@ -112,7 +112,7 @@ func Encode(t store.ValueType, v any) ([]byte, error) {
 		}
 		return val, nil
 	}
-	return nil, fmt.Errorf("%w value type %q", errkind.Invalid, t)
+	return nil, fmt.Errorf("%w value type %s", errkind.Invalid, errkind.Quote(string(t)))
 }
 
 func mismatch(t store.ValueType, v any, want string) error {
@@ -125,9 +125,9 @@ func describe(v any) string {
 	case nil:
 		return "null"
 	case string:
-		return strconv.Quote(clip(v))
+		return errkind.Quote(v)
 	case json.Number:
-		return clip(string(v))
+		return errkind.Clip(string(v))
 	case float64:
 		return strconv.FormatFloat(v, 'g', -1, 64)
 	case map[string]any:
@@ -135,18 +135,6 @@ func describe(v any) string {
 	case []any:
 		return "(a list)"
 	default:
-		return clip(fmt.Sprint(v))
+		return errkind.Clip(fmt.Sprint(v))
 	}
-}
-
-// clip shortens s to about 40 bytes, at a character boundary.
-func clip(s string) string {
-	if len(s) <= 40 {
-		return s
-	}
-	n := 40
-	for n > 36 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

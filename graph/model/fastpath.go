@@ -9,6 +9,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/values"
 )
 
@@ -268,3 +269,47 @@ func appendQuoted(b []byte, s string) []byte {
 		s = s[i+1:]
 	}
 }
+
+// ShownItems is how the response writes each item of the field in ctx (a
+// ListPage, or a list of ListItem), as writeListItems writes it, for the
+// response's byte budget: each field the selection names, under its
+// alias, once per selection of the items. It is the zero lists.Shown,
+// which counts each item as most clients show it, when the field shows no
+// items: what it read is charged all the same.
+func ShownItems(ctx context.Context) lists.Shown {
+	oc := graphql.GetOperationContext(ctx)
+	field := graphql.GetFieldContext(ctx).Field
+	if field.Definition.Type.Name() != "ListPage" {
+		return shownItem(oc, field.Selections)
+	}
+	var shown lists.Shown
+	for _, f := range graphql.CollectFields(oc, field.Selections, listPageImplementors) {
+		if f.Name == "items" {
+			s := shownItem(oc, f.Selections)
+			shown.Fixed, shown.Values, shown.Cursors = shown.Fixed+s.Fixed, shown.Values+s.Values, shown.Cursors+s.Cursors
+		}
+	}
+	return shown
+}
+
+// shownItem is how one selection of an item writes it.
+func shownItem(oc *graphql.OperationContext, sel ast.SelectionSet) lists.Shown {
+	shown := lists.Shown{Fixed: len("{},")}
+	for _, f := range graphql.CollectFields(oc, sel, listItemImplementors) {
+		shown.Fixed += len(f.Alias) + len(`"":,`)
+		switch f.Name {
+		case "value":
+			shown.Values++
+		case "cursor":
+			shown.Cursors++
+		default:
+			shown.Fixed += shownFieldBytes
+		}
+	}
+	return shown
+}
+
+// shownFieldBytes is the most an item's field other than its value and
+// cursor writes: a quoted RFC 3339 time with nanoseconds (32), a position
+// (null in a page), its type's name.
+const shownFieldBytes = 40

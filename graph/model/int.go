@@ -19,7 +19,7 @@ func MarshalInt32(i int32) graphql.Marshaler {
 
 // UnmarshalInt32 reads GraphQL's Int as the spec coerces it: an integer
 // within 32 bits, never a string ("2") or a number with a fraction (1.0).
-// An error quotes what was sent.
+// An error quotes the start of what was sent.
 func UnmarshalInt32(v any) (int32, error) {
 	var n int64
 	switch v := v.(type) {
@@ -32,13 +32,13 @@ func UnmarshalInt32(v any) (int32, error) {
 	case json.Number:
 		i, err := strconv.ParseInt(string(v), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%w Int %s: not an integer; send a number without fraction or exponent, from %d to %d", errkind.Coercion, v, math.MinInt32, math.MaxInt32)
+			return 0, fmt.Errorf("%w Int %s: not an integer; send a number without fraction or exponent, from %d to %d", errkind.Coercion, errkind.Clip(string(v)), math.MinInt32, math.MaxInt32)
 		}
 		n = i
 	case string:
-		return 0, fmt.Errorf("%w Int %q: a string; send the number itself, without quotes", errkind.Coercion, v)
+		return 0, fmt.Errorf("%w Int %s: a string; send the number itself, without quotes", errkind.Coercion, errkind.Quote(v))
 	default:
-		return 0, fmt.Errorf("%w Int: %v (%T) is not an integer", errkind.Coercion, v, v)
+		return 0, fmt.Errorf("%w Int: %s (%T) is not an integer", errkind.Coercion, errkind.Clip(fmt.Sprint(v)), v)
 	}
 	if n < math.MinInt32 || n > math.MaxInt32 {
 		return 0, fmt.Errorf("%w Int %d: out of range, from %d to %d", errkind.Coercion, n, math.MinInt32, math.MaxInt32)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -52,14 +51,14 @@ func (t *Time) UnmarshalGQL(v any) error {
 	}
 	parsed, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return fmt.Errorf("%w Time %s: not an RFC 3339 date-time such as \"2024-08-29T16:44:05.43Z\"", errkind.Invalid, strconv.Quote(s))
+		return fmt.Errorf("%w Time %s: not an RFC 3339 date-time such as \"2024-08-29T16:44:05.43Z\"", errkind.Invalid, errkind.Quote(s))
 	}
 	if fractionDigits(s) > 9 {
 		// time.Parse would drop the digits past the nanosecond.
-		return fmt.Errorf("%w Time %s: more than 9 fractional digits; a Time holds nanoseconds", errkind.Invalid, strconv.Quote(s))
+		return fmt.Errorf("%w Time %s: more than 9 fractional digits; a Time holds nanoseconds", errkind.Invalid, errkind.Quote(s))
 	}
 	if parsed.Before(minTime) || parsed.After(maxTime) {
-		return fmt.Errorf("%w Time %s: out of range (%s to %s)", errkind.Invalid, strconv.Quote(s), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+		return fmt.Errorf("%w Time %s: out of range (%s to %s)", errkind.Invalid, errkind.Quote(s), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
 	}
 	*t = Time(parsed.UnixNano())
 	return nil
@@ -124,12 +123,13 @@ func NewItems(in []ListItemInput) []lists.NewItem {
 }
 
 // PageQuery asks for a page of an entity's list.
-func PageQuery(entityType, entityID, feature string, version *string, minTimestamp, maxTimestamp *Time, limit *int32, after *string, distinct *bool) lists.PageQuery {
+func PageQuery(entityType, entityID, feature string, version *string, minTimestamp, maxTimestamp *Time, limit *int32, after *string, distinct *bool, shown lists.Shown) lists.PageQuery {
 	q := lists.PageQuery{
 		Ref:      lists.Ref{EntityType: entityType, EntityID: entityID, Feature: feature, Version: deref(version)},
 		Window:   lists.Window{MinTimestamp: (*int64)(minTimestamp), MaxTimestamp: (*int64)(maxTimestamp)},
 		After:    after,
 		Distinct: deref(distinct),
+		Shown:    shown,
 	}
 	if limit != nil {
 		n := int(*limit)
@@ -153,11 +153,12 @@ func CountQuery(entityType, entityID, feature string, version *string, minTimest
 
 // ContainsQuery asks for the newest item of an entity's list holding each
 // value.
-func ContainsQuery(entityType, entityID, feature string, version *string, vs []values.Value, minTimestamp *Time) lists.ContainsQuery {
+func ContainsQuery(entityType, entityID, feature string, version *string, vs []values.Value, minTimestamp *Time, shown lists.Shown) lists.ContainsQuery {
 	return lists.ContainsQuery{
 		Ref:          lists.Ref{EntityType: entityType, EntityID: entityID, Feature: feature, Version: deref(version)},
 		Values:       vs,
 		MinTimestamp: (*int64)(minTimestamp),
+		Shown:        shown,
 	}
 }
 

@@ -98,15 +98,15 @@ func AppendItemKey(dst []byte, ts int64, value []byte) []byte {
 // be) and returns its timestamp.
 func ParseItemKey(key string) (int64, error) {
 	if len(key) != ItemKeyLen || key[TimestampDigits] != '#' {
-		return 0, invalid("cursor %q: not an item key (19-digit timestamp, '#', base64 MD5)", truncate(key))
+		return 0, invalid("cursor %s: not an item key (19-digit timestamp, '#', base64 MD5)", errkind.Quote(key))
 	}
 	ts, err := strconv.ParseInt(key[:TimestampDigits], 10, 64)
 	if err != nil || ts < 0 || key[0] == '+' || key[0] == '-' {
-		return 0, invalid("cursor %q: timestamp part is not 19 digits", truncate(key))
+		return 0, invalid("cursor %s: timestamp part is not 19 digits", errkind.Quote(key))
 	}
 	var sum [md5.Size + 2]byte
 	if n, err := base64.StdEncoding.Decode(sum[:], []byte(key[TimestampDigits+1:])); err != nil || n != md5.Size {
-		return 0, invalid("cursor %q: hash part is not a base64 MD5", truncate(key))
+		return 0, invalid("cursor %s: hash part is not a base64 MD5", errkind.Quote(key))
 	}
 	return ts, nil
 }
@@ -120,27 +120,20 @@ func ItemTimestamp(key string) int64 {
 	return ts
 }
 
-func truncate(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
-
 // ValidateName checks an entity type or feature name: [a-z][a-z0-9_]{0,63}.
 func ValidateName(what, s string) error {
 	if s == "" {
 		return invalid("%s: must not be empty", what)
 	}
 	if len(s) > MaxNameLen {
-		return invalid("%s %q: longer than %d characters", what, truncate(s), MaxNameLen)
+		return invalid("%s %s: longer than %d characters", what, errkind.Quote(s), MaxNameLen)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '_') {
 			continue
 		}
-		return invalid("%s %q: must match [a-z][a-z0-9_]{0,63} (lower-case letter first, then lower-case letters, digits or '_')", what, truncate(s))
+		return invalid("%s %s: must match [a-z][a-z0-9_]{0,63} (lower-case letter first, then lower-case letters, digits or '_')", what, errkind.Quote(s))
 	}
 	return nil
 }
@@ -149,12 +142,12 @@ func ValidateName(what, s string) error {
 // up to 64 printable ASCII characters other than space, '#' and '|'.
 func ValidateVersion(s string) error {
 	if len(s) > MaxVersionLen {
-		return invalid("version %q: longer than %d characters", truncate(s), MaxVersionLen)
+		return invalid("version %s: longer than %d characters", errkind.Quote(s), MaxVersionLen)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c <= ' ' || c > '~' || c == '#' || c == '|' {
-			return invalid("version %q: only printable ASCII other than space, '#' and '|' is allowed", truncate(s))
+			return invalid("version %s: only printable ASCII other than space, '#' and '|' is allowed", errkind.Quote(s))
 		}
 	}
 	return nil
@@ -167,23 +160,23 @@ func ValidateEntityID(s string) error {
 		return invalid("entity id: must not be empty")
 	}
 	if len(s) > MaxEntityIDLen {
-		return invalid("entity id %q: longer than %d bytes", truncate(s), MaxEntityIDLen)
+		return invalid("entity id %s: longer than %d bytes", errkind.Quote(s), MaxEntityIDLen)
 	}
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c < ' ' || c == 0x7f {
-				return invalid("entity id %q: control characters are not allowed", truncate(s))
+				return invalid("entity id %s: control characters are not allowed", errkind.Quote(s))
 			}
 			i++
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && n == 1 {
-			return invalid("entity id %q: not valid UTF-8", truncate(s))
+			return invalid("entity id %s: not valid UTF-8", errkind.Quote(s))
 		}
 		if unicode.IsControl(r) {
-			return invalid("entity id %q: control characters are not allowed", truncate(s))
+			return invalid("entity id %s: control characters are not allowed", errkind.Quote(s))
 		}
 		i += n
 	}
