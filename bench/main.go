@@ -41,6 +41,11 @@ type config struct {
 	only         string
 	gatewayBin   string
 	render       bool
+	// The two-caller scenario: its stores, and A's list on each.
+	tenantStores     string
+	tenantItems      int
+	tenantCQLItems   int
+	tenantValueBytes int
 }
 
 // does reports whether the run includes a group of scenarios.
@@ -65,8 +70,12 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 3, "runs of each measurement; medians are reported")
 	flag.StringVar(&c.out, "out", "BENCHMARKS.md", "Markdown report")
 	flag.StringVar(&c.json, "json", "bench/results.json", "JSON report")
-	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: peers, contains, count, adds, distinct, caps, batch, fanout, removes, live, embedded (for tuning; reports go to .run/)")
+	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: peers, contains, count, adds, distinct, caps, batch, fanout, removes, live, tenants, embedded (for tuning; reports go to .run/)")
 	flag.StringVar(&c.gatewayBin, "gateway-bin", "", "measure this listgate binary instead of building the working tree (to compare commits; the peer table's REST peer and stock gqlgen build still come from the working tree; reports go to .run/)")
+	flag.StringVar(&c.tenantStores, "tenant-stores", "embedded,CQL", "the stores the two-caller scenario (tenants) runs on")
+	flag.IntVar(&c.tenantItems, "tenant-items", 100_000, "items of the list the heavy caller counts, on the embedded store")
+	flag.IntVar(&c.tenantCQLItems, "tenant-cql-items", 20_000, "items of the list the heavy caller counts, on CQL (fewer: a count there reads the values' bytes, and the node may be shared)")
+	flag.IntVar(&c.tenantValueBytes, "tenant-value-bytes", 32<<10, "bytes of each value of the list the heavy caller counts")
 	flag.BoolVar(&c.render, "render", false, "only write --out again from --json (after a change of the report's text)")
 	flag.BoolVar(&c.quick, "quick", false, "a short run with small lists, to check the harness (reports go to .run/)")
 	flag.Parse()

@@ -7,4 +7,6 @@ func (s *Store) BlockBytesRead() int64 { return s.blockBytes.Load() }
 
 // Compact writes every key to tables of the last level, whose blocks
 // scans then read.
-func (s *Store) Compact() error { return s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true) }
+func (s *Store) Compact() error {
+	return s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true)
+}
