@@ -73,6 +73,7 @@ type Store struct {
 	rows   *store.RowMeter
 
 	blockBytes atomic.Int64 // bytes of the blocks the scans read (countBlocks)
+	turns      turns        // the long scans' turns (turns.go)
 
 	feed feedSeq // the change feed's numbering (feed.go)
 }
@@ -88,7 +89,7 @@ func Open(cfg Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("opening the embedded store in %s: %w", cfg.Dir, err)
 	}
-	s := &Store{db: db, cfg: cfg, now: cfg.Now, stop: make(chan struct{})}
+	s := &Store{db: db, cfg: cfg, now: cfg.Now, stop: make(chan struct{}), turns: newTurns()}
 	if s.now == nil {
 		s.now = time.Now
 	}

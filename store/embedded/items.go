@@ -126,9 +126,18 @@ func (s *Store) scanner(l store.List) store.Scanner {
 		}
 		looked := 0
 		defer func() { s.rows.Read(ctx, n, sc.Values) }()
+		held := false
+		defer func() { s.turns.done(held) }()
 		for ok := first(); ok && n < sc.Limit; ok = next() {
-			if looked%checkEvery == 0 && ctx.Err() != nil {
-				return ctx.Err()
+			if looked%checkEvery == 0 {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if looked > 0 {
+					if err := s.turns.next(ctx, &held); err != nil {
+						return err
+					}
+				}
 			}
 			looked++
 			v := it.Value()
