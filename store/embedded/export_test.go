@@ -10,3 +10,15 @@ func (s *Store) BlockBytesRead() int64 { return s.blockBytes.Load() }
 func (s *Store) Compact() error {
 	return s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true)
 }
+
+// TakeTurns takes every turn of the long scans, until release.
+func (s *Store) TakeTurns() (release func()) {
+	for range cap(s.turns) {
+		s.turns <- struct{}{}
+	}
+	return func() {
+		for range cap(s.turns) {
+			<-s.turns
+		}
+	}
+}
