@@ -44,8 +44,9 @@ type config struct {
 	// The two-caller scenario: its stores, and A's list on each.
 	tenantStores     string
 	tenantItems      int
-	tenantCQLItems   int
 	tenantValueBytes int
+	// On CQL.
+	tenantCQLItems, tenantCQLValueBytes int
 }
 
 // does reports whether the run includes a group of scenarios.
@@ -74,8 +75,9 @@ func main() {
 	flag.StringVar(&c.gatewayBin, "gateway-bin", "", "measure this listgate binary instead of building the working tree (to compare commits; the peer table's REST peer and stock gqlgen build still come from the working tree; reports go to .run/)")
 	flag.StringVar(&c.tenantStores, "tenant-stores", "embedded,CQL", "the stores the two-caller scenario (tenants) runs on")
 	flag.IntVar(&c.tenantItems, "tenant-items", 100_000, "items of the list the heavy caller counts, on the embedded store")
-	flag.IntVar(&c.tenantCQLItems, "tenant-cql-items", 20_000, "items of the list the heavy caller counts, on CQL (fewer: a count there reads the values' bytes, and the node may be shared)")
-	flag.IntVar(&c.tenantValueBytes, "tenant-value-bytes", 32<<10, "bytes of each value of the list the heavy caller counts")
+	flag.IntVar(&c.tenantValueBytes, "tenant-value-bytes", 32<<10, "bytes of each value of the list the heavy caller counts, on the embedded store")
+	flag.IntVar(&c.tenantCQLItems, "tenant-cql-items", 10_000, "items of the list the heavy caller counts, on CQL")
+	flag.IntVar(&c.tenantCQLValueBytes, "tenant-cql-value-bytes", 4<<10, "bytes of each value of the list the heavy caller counts, on CQL (smaller: there a count reads the values, and nine at once of 20,000 of 32 KiB, with their seeding, ran a test node of 1 GiB of heap out of memory)")
 	flag.BoolVar(&c.render, "render", false, "only write --out again from --json (after a change of the report's text)")
 	flag.BoolVar(&c.quick, "quick", false, "a short run with small lists, to check the harness (reports go to .run/)")
 	flag.Parse()

@@ -101,8 +101,8 @@ func tenants(ctx context.Context, c config, bin, keyspace string, cs store.Store
 			}
 			args = []string{"--data-dir", data}
 		case "CQL":
-			r.Items = c.tenantCQLItems
-			if err := seedTenants(ctx, cs, r.Items, c.tenantValueBytes); err != nil {
+			r.Items, r.ValueBytes = c.tenantCQLItems, c.tenantCQLValueBytes
+			if err := seedTenants(ctx, cs, r.Items, r.ValueBytes); err != nil {
 				return nil, err
 			}
 			args, pid = []string{"--cql-hosts", c.cqlHosts, "--cql-keyspace", keyspace}, dbPid
@@ -138,8 +138,9 @@ func seedTenants(ctx context.Context, s store.Store, items, valueBytes int) erro
 		rand.Read(values[i])
 	}
 	now := time.Now()
-	// Adds of up to 4 MiB, below the 8 MiB one call may write.
-	per := max(1, min(1000, (4<<20)/(valueBytes+64)))
+	// Adds of up to 1 MiB: a node's heap takes each add twice, as its
+	// items and as its change record.
+	per := max(1, min(1000, (1<<20)/(valueBytes+64)))
 	var batch []store.NewItem
 	for i := range items {
 		batch = append(batch, store.NewItem{Timestamp: now.Add(-time.Duration(i) * time.Millisecond).UnixNano(), Value: values[i%26]})
