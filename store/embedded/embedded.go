@@ -59,6 +59,9 @@ type Config struct {
 	// Log takes the line Open writes when it migrates a folder (none
 	// when nil).
 	Log *slog.Logger
+	// LongScans is how many scans read past their first rows at once
+	// (store.Turns); 0: the cores less one.
+	LongScans int
 }
 
 // Store is a store.Store on Pebble.
@@ -73,7 +76,7 @@ type Store struct {
 	rows   *store.RowMeter
 
 	blockBytes atomic.Int64 // bytes of the blocks the scans read (countBlocks)
-	turns      turns        // the long scans' turns (turns.go)
+	turns      *store.Turns // the long scans'
 
 	feed feedSeq // the change feed's numbering (feed.go)
 }
@@ -89,7 +92,7 @@ func Open(cfg Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("opening the embedded store in %s: %w", cfg.Dir, err)
 	}
-	s := &Store{db: db, cfg: cfg, now: cfg.Now, stop: make(chan struct{}), turns: newTurns()}
+	s := &Store{db: db, cfg: cfg, now: cfg.Now, stop: make(chan struct{}), turns: store.NewTurns(cfg.LongScans)}
 	if s.now == nil {
 		s.now = time.Now
 	}

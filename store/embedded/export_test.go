@@ -12,13 +12,4 @@ func (s *Store) Compact() error {
 }
 
 // TakeTurns takes every turn of the long scans, until release.
-func (s *Store) TakeTurns() (release func()) {
-	for range cap(s.turns) {
-		s.turns <- struct{}{}
-	}
-	return func() {
-		for range cap(s.turns) {
-			<-s.turns
-		}
-	}
-}
+func (s *Store) TakeTurns() (release func()) { return s.turns.Take() }

@@ -126,15 +126,17 @@ func (s *Store) scanner(l store.List) store.Scanner {
 		}
 		looked := 0
 		defer func() { s.rows.Read(ctx, n, sc.Values) }()
-		held := false
-		defer func() { s.turns.done(held) }()
+		// Past its first checkEvery rows, a scan reads checkEvery at a
+		// time in its turn.
+		turn := s.turns.Turn()
+		defer turn.End()
 		for ok := first(); ok && n < sc.Limit; ok = next() {
 			if looked%checkEvery == 0 {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				if looked > 0 {
-					if err := s.turns.next(ctx, &held); err != nil {
+					if err := turn.Next(ctx); err != nil {
 						return err
 					}
 				}
