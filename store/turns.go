@@ -34,11 +34,13 @@ type Turn struct {
 func (t *Turns) Turn() Turn { return Turn{t: t} }
 
 // Next gives back the turn the scan holds, if any, and waits for the next,
-// or until ctx ends.
+// or until ctx ends. It first lets the goroutines waiting for a core run:
+// the scan the turn goes to would run next on this one, ahead of them.
 func (t *Turn) Next(ctx context.Context) error {
 	if t.t == nil {
 		return ctx.Err()
 	}
+	runtime.Gosched()
 	t.End()
 	select {
 	case t.t.c <- struct{}{}:
