@@ -7,8 +7,10 @@
 // against the embedded store's own calls too); distinct against plain
 // pages, capped against uncapped adds and one batch add against many
 // adds, through the gateway; one request for many entities' lists against
-// many requests; and remove-by-value. It prints a table, and writes it
-// with the machine and the parameters to BENCHMARKS.md and
+// many requests; remove-by-value; and two callers on one gateway with its
+// default limits, one running the heaviest operation its budget allows
+// back to back beside the other's small reads. It prints a table, and
+// writes it with the machine and the parameters to BENCHMARKS.md and
 // bench/results.json.
 //
 //	go run ./bench --cql-hosts 127.0.0.1:9042     (make bench starts Cassandra first)
