@@ -15,10 +15,10 @@ import (
 // its budget lets it run.
 type Turns struct{ c chan struct{} }
 
-// NewTurns returns n turns; n < 1 gives the cores less one, at least one.
+// NewTurns returns n turns; n < 1 gives half the cores, at least one.
 func NewTurns(n int) *Turns {
 	if n < 1 {
-		n = max(1, runtime.GOMAXPROCS(0)-1)
+		n = max(1, runtime.GOMAXPROCS(0)/2)
 	}
 	return &Turns{c: make(chan struct{}, n)}
 }

@@ -60,7 +60,7 @@ type Config struct {
 	// Now is the clock used for TTLs; time.Now when nil.
 	Now func() time.Time
 	// LongScans is how many scans of more than a page read at once
-	// (store.Turns); 0: the cores less one.
+	// (store.Turns); 0: half the cores.
 	LongScans int
 }
 

@@ -60,7 +60,7 @@ type Config struct {
 	// when nil).
 	Log *slog.Logger
 	// LongScans is how many scans read past their first rows at once
-	// (store.Turns); 0: the cores less one.
+	// (store.Turns); 0: half the cores.
 	LongScans int
 }
 
