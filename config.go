@@ -39,6 +39,7 @@ type config struct {
 	JWTIssuer   string
 	JWTAudience string
 	StoreLimits store.Limits
+	LongScans   int // scans of many rows read at once (store.Turns); 0: half the cores
 
 	CQLHosts            []string
 	CQLKeyspace         string
@@ -199,6 +200,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap, a `size` (e.g. 1GiB; about 3/4 of the memory the process may use; GOMEMLIMIT, when set, wins): the garbage collector works harder as the heap nears it")
 	fs.IntVar(&c.StoreLimits.MaxAddItems, "max-add-items", 1000, "most items in one addListItems")
 	fs.IntVar(&c.StoreLimits.MaxValueBytes, "max-value-bytes", store.DefaultLimits.MaxValueBytes, "largest item value, in bytes (at most 65000)")
+	fs.IntVar(&c.LongScans, "long-scans", 0, "scans of many rows (counts, searches, distinct pages) that read at once, a stretch each (256 rows on the embedded store, a page of 1,000 on a cluster); the others wait their turn until their deadline, short reads never (0: half the cores)")
 	fs.DurationVar(&c.Feed.Poll, "change-feed-poll", cql.DefaultFeedConfig.Poll, "how often a gateway with subscriptions reads the change feed on Cassandra or ScyllaDB: a few single-partition reads, however many lists it watches")
 	fs.DurationVar(&c.Feed.Window, "change-feed-window", cql.DefaultFeedConfig.Window, "how far the change feed's settled end trails the cluster's clock on Cassandra or ScyllaDB: an add whose record is not written within half of it fails, to be retried, and live items reach subscriptions about this long after their add; the same on every gateway of a fleet")
 	fs.IntVar(&c.Feed.Shards, "change-feed-shards", cql.DefaultFeedConfig.Shards, "partitions the change feed spreads each 10 s over; the same on every gateway of a fleet")
@@ -374,6 +376,8 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--max-value-bytes %d: must be from 1 to 65000", c.StoreLimits.MaxValueBytes)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return c, fmt.Errorf("--log-format %q: must be text or json", c.LogFormat)
+	case c.LongScans < 0:
+		return c, fmt.Errorf("--long-scans %d: must be 0 (half the cores) or more", c.LongScans)
 	case c.CQLConnections < 1 || c.CQLTimeout <= 0:
 		return c, fmt.Errorf("--cql-connections must be 1 or more and --cql-timeout above 0")
 	}

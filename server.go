@@ -249,7 +249,7 @@ func newAuthenticator(cfg config, log *slog.Logger) (*auth.Authenticator, error)
 func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger) (store.Store, error) {
 	if len(cfg.CQLHosts) == 0 {
 		s, err := embedded.Open(embedded.Config{Dir: cfg.DataDir, SweepInterval: time.Minute, Now: cfg.now, Limits: cfg.StoreLimits, MeterProvider: tel.MeterProvider, FeedRetention: cfg.Feed.Retention,
-			RecreateWait: cfg.FeatureStaleness + features.ClockSkew, Log: log})
+			RecreateWait: cfg.FeatureStaleness + features.ClockSkew, Log: log, LongScans: cfg.LongScans})
 		var inUse *embedded.InUseError
 		if errors.As(err, &inUse) {
 			return nil, fmt.Errorf("%w; stop it, or use --data-dir to name another folder", err)
@@ -272,6 +272,7 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 	c.Now = cfg.now
 	c.RecreateWait = cfg.FeatureStaleness + features.ClockSkew
 	c.Limits = cfg.StoreLimits
+	c.LongScans = cfg.LongScans
 	c.TracerProvider, c.MeterProvider = tel.TracerProvider, tel.MeterProvider
 	c.SlowQuery, c.Log = cfg.SlowQuery, log
 	s, err := cql.Open(ctx, c)

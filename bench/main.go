@@ -7,8 +7,10 @@
 // against the embedded store's own calls too); distinct against plain
 // pages, capped against uncapped adds and one batch add against many
 // adds, through the gateway; one request for many entities' lists against
-// many requests; and remove-by-value. It prints a table, and writes it
-// with the machine and the parameters to BENCHMARKS.md and
+// many requests; remove-by-value; and two callers on one gateway with its
+// default limits, one running the heaviest operation its budget allows
+// back to back beside the other's small reads. It prints a table, and
+// writes it with the machine and the parameters to BENCHMARKS.md and
 // bench/results.json.
 //
 //	go run ./bench --cql-hosts 127.0.0.1:9042     (make bench starts Cassandra first)
@@ -41,6 +43,12 @@ type config struct {
 	only         string
 	gatewayBin   string
 	render       bool
+	// The two-caller scenario: its stores, and A's list on each.
+	tenantStores     string
+	tenantItems      int
+	tenantValueBytes int
+	// On CQL.
+	tenantCQLItems, tenantCQLValueBytes int
 }
 
 // does reports whether the run includes a group of scenarios.
@@ -65,8 +73,13 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 3, "runs of each measurement; medians are reported")
 	flag.StringVar(&c.out, "out", "BENCHMARKS.md", "Markdown report")
 	flag.StringVar(&c.json, "json", "bench/results.json", "JSON report")
-	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: peers, contains, count, adds, distinct, caps, batch, fanout, removes, live, embedded (for tuning; reports go to .run/)")
+	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: peers, contains, count, adds, distinct, caps, batch, fanout, removes, live, tenants, embedded (for tuning; reports go to .run/)")
 	flag.StringVar(&c.gatewayBin, "gateway-bin", "", "measure this listgate binary instead of building the working tree (to compare commits; the peer table's REST peer and stock gqlgen build still come from the working tree; reports go to .run/)")
+	flag.StringVar(&c.tenantStores, "tenant-stores", "embedded,CQL", "the stores the two-caller scenario (tenants) runs on")
+	flag.IntVar(&c.tenantItems, "tenant-items", 100_000, "items of the list the heavy caller counts, on the embedded store")
+	flag.IntVar(&c.tenantValueBytes, "tenant-value-bytes", 32<<10, "bytes of each value of the list the heavy caller counts, on the embedded store")
+	flag.IntVar(&c.tenantCQLItems, "tenant-cql-items", 10_000, "items of the list the heavy caller counts, on CQL")
+	flag.IntVar(&c.tenantCQLValueBytes, "tenant-cql-value-bytes", 4<<10, "bytes of each value of the list the heavy caller counts, on CQL (smaller: there a count reads the values, and nine at once of 20,000 of 32 KiB, with their seeding, ran a test node of 1 GiB of heap out of memory)")
 	flag.BoolVar(&c.render, "render", false, "only write --out again from --json (after a change of the report's text)")
 	flag.BoolVar(&c.quick, "quick", false, "a short run with small lists, to check the harness (reports go to .run/)")
 	flag.Parse()

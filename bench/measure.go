@@ -185,6 +185,11 @@ func measure(ctx context.Context, c config) (*report, error) {
 			return nil, err
 		}
 	}
+	if c.does("tenants") {
+		if rep.Tenants, err = tenants(ctx, c, bin, keyspace, cs, dbPid); err != nil {
+			return nil, err
+		}
+	}
 	if !c.does("embedded") {
 		return rep, nil
 	}

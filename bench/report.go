@@ -79,6 +79,7 @@ type report struct {
 	FanOut       []fanOutResult `json:"fan_out"`
 	Removes      []removeResult `json:"remove_by_value"`
 	Live         []liveResult   `json:"live_lists,omitempty"`
+	Tenants      []tenantResult `json:"two_callers,omitempty"`
 }
 
 // add records a comparison of the gateway with its baseline.
@@ -188,6 +189,24 @@ func (r *report) write(mdPath, jsonPath string) error {
 				x.Seconds, x.CPUCores, x.RSSMiB, x.FeedReadsPerSec, x.ListReads, x.P50Ms, x.P99Ms, x.MaxMs)
 		}
 	}
+	r.writeTenants(&b)
 	fmt.Fprintf(&b, "\nRaw figures: [bench/results.json](bench/results.json).\n")
 	return os.WriteFile(mdPath, []byte(b.String()), 0o644)
+}
+
+func (r *report) writeTenants(b *strings.Builder) {
+	if len(r.Tenants) == 0 {
+		return
+	}
+	b.WriteString("\n## Two callers\n\nOne gateway with its default limits and two API keys. A runs the heaviest operation its budget allows, back to back: nine `listCount` fields over one list (90,000 points; one at a time, more than half of the in-flight complexity a caller may hold), waiting as `Retry-After` says when throttled. B reads one list of 10 items (`limit: 10`, `items { value }`), one request at a time, alone and beside A. CPU is per heavy operation answered, while A ran.\n\n")
+	b.WriteString("| store | A's list | B p50 / p99 ms alone | B p50 / p99 ms beside A | p99 beside / alone | A served / throttled / failed, p50 ms | CPU ms per heavy: gateway + database |\n|---|---|---|---|---|---|---|\n")
+	for _, x := range r.Tenants {
+		if x.Failed != "" {
+			fmt.Fprintf(b, "| %s | %s × %d B | not measured: %s | | | | |\n", x.Store, grouped(x.Items), x.ValueBytes, x.Failed)
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %s × %d B | %.2f / %.2f | %.2f / %.2f | **%.1f** | %d / %d / %d, %.0f | %.0f + %.0f |\n",
+			x.Store, grouped(x.Items), x.ValueBytes, x.AloneP50Ms, x.AloneP99Ms, x.BesideP50Ms, x.BesideP99Ms, x.P99Ratio,
+			x.HeavyServed, x.HeavyThrottled, x.HeavyFailed, x.HeavyMs, x.GatewayCPUMs, x.DatabaseCPUMs)
+	}
 }

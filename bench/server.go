@@ -36,14 +36,20 @@ func startGateway(bin string, concurrency int, args ...string) (*server, error) 
 // startServer runs bin with args, which make it listen on a free loopback
 // port and print "serving http://…" as its first line on stdout.
 func startServer(bin string, concurrency int, args ...string) (*server, error) {
-	cmd := exec.Command(bin, args...)
 	// The benchmark measures what one client can get: no per-caller cost
 	// budget, and the whole of every pool, the in-flight slots and
 	// complexity, the WebSockets and the catch-up bytes (set by the
 	// environment, which a gateway older than the flags ignores); else 32
 	// counts at once are refused their share.
-	cmd.Env = append(os.Environ(), "LISTGATE_CALLER_COST_RATE=0", "LISTGATE_CALLER_MAX_IN_FLIGHT_SHARE=1",
-		"LISTGATE_CALLER_MAX_WEBSOCKETS_SHARE=1", "LISTGATE_CALLER_CATCH_UP_BYTES_SHARE=1")
+	return startServerEnv(bin, concurrency, []string{"LISTGATE_CALLER_COST_RATE=0", "LISTGATE_CALLER_MAX_IN_FLIGHT_SHARE=1",
+		"LISTGATE_CALLER_MAX_WEBSOCKETS_SHARE=1", "LISTGATE_CALLER_CATCH_UP_BYTES_SHARE=1"}, args...)
+}
+
+// startServerEnv is startServer with env added to the process's
+// environment in place of the benchmark's lifted budgets.
+func startServerEnv(bin string, concurrency int, env []string, args ...string) (*server, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -59,6 +59,9 @@ type Config struct {
 	Feed FeedConfig
 	// Now is the clock used for TTLs; time.Now when nil.
 	Now func() time.Time
+	// LongScans is how many scans of more than a page read at once
+	// (store.Turns); 0: half the cores.
+	LongScans int
 }
 
 // DefaultConfig returns the settings for a local single node.
@@ -93,6 +96,7 @@ type Store struct {
 	// batchType is how AddItems batches; see there.
 	batchType gocql.BatchType
 	rows      *store.RowMeter
+	turns     *store.Turns // the long scans'
 
 	clock     clock
 	feedID    [4]byte // of the change feed: its cluster and keyspace (feed.go)
@@ -209,7 +213,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 		session.Close()
 		return nil, err
 	}
-	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace), batchType: gocql.LoggedBatch, rows: rows}
+	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace), batchType: gocql.LoggedBatch, rows: rows, turns: store.NewTurns(cfg.LongScans)}
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -14,3 +14,6 @@ func OpenTuned(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig))
 
 // SetBatchType changes how AddItems batches, for benchmarks.
 func (s *Store) SetBatchType(t gocql.BatchType) { s.batchType = t }
+
+// TakeTurns takes every turn of the long scans, until release.
+func (s *Store) TakeTurns() (release func()) { return s.turns.Take() }

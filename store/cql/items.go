@@ -31,8 +31,24 @@ func (s *Store) scanner(l store.List) store.Scanner {
 		if sc.Ascending {
 			stmt = s.stmt.scansAscending[b2i(sc.WriteTimes)]
 		}
-		iter := s.session.Query(stmt, l.Feature.Key(), l.EntityID, sc.From, before, sc.Limit).
-			WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(min(fetch, 5000)).Iter()
+		page := min(fetch, 5000)
+		// A scan that may read more than a page reads pages of longPage
+		// rows, and each after the first in its turn (store.Turns):
+		// fetched when the one before is read, none ahead, so that it is
+		// the turns that bound what long scans ask of the database at
+		// once, and a short list's count never waits.
+		long := sc.Limit > page
+		if long {
+			page = min(page, longPage)
+		}
+		q := s.session.Query(stmt, l.Feature.Key(), l.EntityID, sc.From, before, sc.Limit).
+			WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(page)
+		if long {
+			q = q.Prefetch(0)
+		}
+		turn := s.turns.Turn()
+		defer turn.End()
+		iter := q.Iter()
 		scanner := iter.Scanner()
 		dest := make([]any, 1, 3)
 		var row store.Row
@@ -45,7 +61,16 @@ func (s *Store) scanner(l store.List) store.Scanner {
 		}
 		n := 0
 		defer func() { s.rows.Read(ctx, n, sc.Values) }()
-		for scanner.Next() {
+		for {
+			if long && n > 0 && n%page == 0 {
+				if err := turn.Next(ctx); err != nil {
+					_ = iter.Close()
+					return err
+				}
+			}
+			if !scanner.Next() {
+				break
+			}
 			row = store.Row{}
 			if err := scanner.Scan(dest...); err != nil {
 				_ = iter.Close()
@@ -59,6 +84,9 @@ func (s *Store) scanner(l store.List) store.Scanner {
 		return classify("reading list items", scanner.Err())
 	}
 }
+
+// longPage is the page of a scan that may read more than one.
+const longPage = 1000
 
 // fetcher reads rows of a list by key, with their values: one
 // single-partition query.

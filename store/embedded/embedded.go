@@ -8,40 +8,32 @@ package embedded
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 )
 
-// Key layout. Identifiers never hold 0x00 (keys validates them), so it
-// separates their parts.
+// Feature layout (items: items.go). Identifiers never hold 0x00 (keys
+// validates them), so it separates their parts.
 //
-//	i <featureKey> 00 <entityID> 00 <itemKey>  →  expiry (8 bytes, unix s) + value
-//	x <expiry (8 bytes)> <item's database key> →  (empty): the sweep's index
-//	f <entityType> 00 <name> 00 <version>      →  JSON featureRecord
-const (
-	itemPrefix    = 'i'
-	expiryPrefix  = 'x'
-	featurePrefix = 'f'
-)
+//	f <entityType> 00 <name> 00 <version>  →  JSON featureRecord
+const featurePrefix = 'f'
 
 // Config says where the database lives and how to use it.
 type Config struct {
@@ -64,8 +56,12 @@ type Config struct {
 	// FeedRetention is how long change records are kept (0:
 	// DefaultFeedRetention).
 	FeedRetention time.Duration
-	// Log takes what Open could not make private in Dir (files.go).
+	// Log takes what Open could not make private in Dir (files.go), and
+	// the lines it writes when it moves a folder of the old layout.
 	Log *slog.Logger
+	// LongScans is how many scans read past their first rows at once
+	// (store.Turns); 0: half the cores.
+	LongScans int
 }
 
 // Store is a store.Store on Pebble.
@@ -78,6 +74,9 @@ type Store struct {
 	done   sync.WaitGroup
 	closed sync.Once
 	rows   *store.RowMeter
+
+	blockBytes atomic.Int64 // bytes of the blocks the scans read (countBlocks)
+	turns      *store.Turns // the long scans'
 
 	feed feedSeq // the change feed's numbering (feed.go)
 }
@@ -95,7 +94,7 @@ func Open(cfg Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("opening the embedded store in %s: %w", cfg.Dir, err)
 	}
-	s := &Store{db: db, cfg: cfg, now: cfg.Now, stop: make(chan struct{})}
+	s := &Store{db: db, cfg: cfg, now: cfg.Now, stop: make(chan struct{}), turns: store.NewTurns(cfg.LongScans)}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -107,6 +106,10 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if s.cfg.FeedRetention == 0 {
 		s.cfg.FeedRetention = DefaultFeedRetention
+	}
+	if err := s.migrateItems(); err != nil {
+		db.Close()
+		return nil, err
 	}
 	if err := s.openFeed(); err != nil {
 		db.Close()
@@ -195,17 +198,6 @@ func (s *Store) Ready(context.Context) error {
 	return nil
 }
 
-// partition is the database key prefix of one list.
-func partition(l store.List) []byte {
-	fk := l.Feature.Key()
-	p := make([]byte, 0, 3+len(fk)+len(l.EntityID)+keys.ItemKeyLen)
-	p = append(p, itemPrefix)
-	p = append(p, fk...)
-	p = append(p, 0)
-	p = append(p, l.EntityID...)
-	return append(p, 0)
-}
-
 // successor is the first key after every key starting with prefix.
 func successor(prefix []byte) []byte {
 	end := bytes.Clone(prefix)
@@ -216,93 +208,6 @@ func successor(prefix []byte) []byte {
 		}
 	}
 	return nil
-}
-
-func expiryOf(v []byte) int64 { return int64(binary.BigEndian.Uint64(v)) }
-
-// scanner reads a list's rows: Pebble keys of the list's prefix, from the
-// newest, skipping expired items. The embedded store drops a deleted
-// feature's items when it is created again, so no feature of its own has
-// ItemsSince and no scan asks for write times. It stops, with the
-// context's error, once the context ends.
-func (s *Store) scanner(l store.List) store.Scanner {
-	return func(ctx context.Context, sc store.Scan, fn func(store.Row) bool) error {
-		p := partition(l)
-		lower := append(bytes.Clone(p), sc.From...)
-		upper := append(bytes.Clone(p), keys.MaxItemKey...)
-		if sc.Before != "" {
-			upper = append(bytes.Clone(p), sc.Before...)
-		}
-		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-		if err != nil {
-			return fmt.Errorf("reading list items: %w", err)
-		}
-		defer it.Close()
-		now := s.now().Unix()
-		n := 0
-		first, next := it.Last, it.Prev
-		if sc.Ascending {
-			first, next = it.First, it.Next
-		}
-		looked := 0
-		defer func() { s.rows.Read(ctx, n, sc.Values) }()
-		for ok := first(); ok && n < sc.Limit; ok = next() {
-			if looked%checkEvery == 0 && ctx.Err() != nil {
-				return ctx.Err()
-			}
-			looked++
-			v := it.Value()
-			if expiryOf(v) <= now {
-				continue
-			}
-			n++
-			row := store.Row{Key: string(it.Key()[len(p):])}
-			if sc.Values {
-				row.Value = bytes.Clone(v[8:])
-			}
-			if !fn(row) {
-				break
-			}
-		}
-		return it.Error()
-	}
-}
-
-// checkEvery is how many rows (expired ones too) a scan reads between two
-// looks at its context.
-const checkEvery = 256
-
-// fetcher reads rows of a list by key, with their values.
-func (s *Store) fetcher(l store.List) store.Fetcher {
-	return func(ctx context.Context, ks []string, fn func(store.Row) bool) error {
-		p := partition(l)
-		now := s.now().Unix()
-		n := 0
-		defer func() { s.rows.Read(ctx, n, true) }()
-		for _, k := range ks {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			v, closer, err := s.db.Get(append(bytes.Clone(p), k...))
-			if errors.Is(err, pebble.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("reading list items: %w", err)
-			}
-			live := expiryOf(v) > now
-			row := store.Row{Key: k, Value: bytes.Clone(v[8:])}
-			closer.Close()
-			if !live {
-				continue
-			}
-			n++
-			if !fn(row) {
-				break
-			}
-		}
-		return nil
-	}
 }
 
 // source is how the reads of a list reach its rows.
@@ -341,17 +246,11 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	if len(writes) == 0 {
 		return store.AddResult{Expired: expired}, nil
 	}
-	p := partition(l)
+	id := partition(l)
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, w := range writes {
-		key := append(bytes.Clone(p), w.Key...)
-		expiry := uint64(now.Unix() + int64(w.TTL))
-		val := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(w.Value)), expiry)
-		if err := b.Set(key, append(val, w.Value...), nil); err != nil {
-			return store.AddResult{}, err
-		}
-		if err := b.Set(expiryKey(expiry, key), nil, nil); err != nil {
+		if err := putItem(b, id, w.Key, uint64(now.Unix()+int64(w.TTL)), w.Value); err != nil {
 			return store.AddResult{}, err
 		}
 	}
@@ -362,7 +261,7 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 			if boundary := store.TrimBoundary(l.Feature, top, writes); boundary != "" {
 				// After the sets in the batch, so it drops the new items
 				// past the cap too. Their sweep entries find nothing.
-				if err := b.DeleteRange(p, append(bytes.Clone(p), boundary...), nil); err != nil {
+				if err := deleteItems(b, id, append(bytes.Clone(id), boundary...)); err != nil {
 					return store.AddResult{}, err
 				}
 			}
@@ -384,21 +283,16 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	return store.AddResult{Added: len(writes), Expired: expired}, nil
 }
 
-func expiryKey(expiry uint64, itemKey []byte) []byte {
-	k := binary.BigEndian.AppendUint64(append(make([]byte, 0, 9+len(itemKey)), expiryPrefix), expiry)
-	return append(k, itemKey...)
-}
-
 // RemoveValues deletes the items of a window holding any of the values
 // (store.RemoveMatching), a synced batch of up to removeBatch keys at a
 // time.
 func (s *Store) RemoveValues(ctx context.Context, l store.List, values [][]byte, w store.Window, maxRows int) (int, error) {
-	p := partition(l)
+	id := partition(l)
 	return store.RemoveMatching(ctx, l, values, w, maxRows, s.source(l), removeBatch, 1, func(ctx context.Context, ks []string) error {
 		b := s.db.NewBatch()
 		defer b.Close()
 		for _, k := range ks {
-			if err := b.Delete(append(bytes.Clone(p), k...), nil); err != nil {
+			if err := deleteItem(b, append(bytes.Clone(id), k...)); err != nil {
 				return err
 			}
 		}
@@ -415,41 +309,21 @@ func (s *Store) RemoveValues(ctx context.Context, l store.List, values [][]byte,
 // removeBatch bounds the keys one removal deletes in one batch.
 const removeBatch = 1000
 
-// RemoveAll deletes the list's key range.
+// RemoveAll deletes the list's key ranges.
 func (s *Store) RemoveAll(_ context.Context, l store.List) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
-	p := partition(l)
-	if err := s.db.DeleteRange(p, successor(p), pebble.Sync); err != nil {
+	id := partition(l)
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := deleteItems(b, id, successor(id)); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("removing all list items: %w", err)
 	}
 	return nil
-}
-
-// ItemTTL reports the seconds an item has left (for tests).
-func (s *Store) ItemTTL(_ context.Context, l store.List, itemKey string) (time.Duration, error) {
-	v, closer, err := s.db.Get(append(partition(l), itemKey...))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, fmt.Errorf("item %s: %w", itemKey, errkind.NotFound)
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer closer.Close()
-	left := expiryOf(v) - s.now().Unix()
-	if left <= 0 {
-		return 0, fmt.Errorf("item %s: %w", itemKey, errkind.NotFound)
-	}
-	return time.Duration(left) * time.Second, nil
-}
-
-// Rows counts the live rows of a list's partition, shown or not (for
-// tests).
-func (s *Store) Rows(ctx context.Context, l store.List) (int, error) {
-	n := 0
-	err := s.scanner(l)(ctx, store.Scan{Limit: math.MaxInt32}, func(store.Row) bool { n++; return true })
-	return n, err
 }
 
 func (s *Store) sweepLoop(every time.Duration) {
@@ -466,65 +340,6 @@ func (s *Store) sweepLoop(every time.Duration) {
 		}
 	}
 }
-
-// Sweep deletes expired items and returns how many it reclaimed, in
-// batches of sweepBatch entries, so that a sweep after a long downtime
-// never builds one batch of every item expired meanwhile. It stops early
-// when the store closes.
-func (s *Store) Sweep() (int, error) {
-	now := uint64(s.now().Unix())
-	upper := binary.BigEndian.AppendUint64([]byte{expiryPrefix}, now+1)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{expiryPrefix}, UpperBound: upper})
-	if err != nil {
-		return 0, err
-	}
-	defer it.Close()
-	b := s.db.NewBatch()
-	defer func() { b.Close() }()
-	n, entries := 0, 0
-	for ok := it.First(); ok; ok = it.Next() {
-		k := it.Key()
-		expiry, itemKey := binary.BigEndian.Uint64(k[1:9]), k[9:]
-		v, closer, err := s.db.Get(itemKey)
-		switch {
-		case errors.Is(err, pebble.ErrNotFound):
-		case err != nil:
-			return n, err
-		default:
-			// An item re-added since has a later expiry and its own entry.
-			if uint64(expiryOf(v)) == expiry {
-				if err := b.Delete(itemKey, nil); err != nil {
-					closer.Close()
-					return n, err
-				}
-				n++
-			}
-			closer.Close()
-		}
-		if err := b.Delete(k, nil); err != nil {
-			return n, err
-		}
-		if entries++; entries == sweepBatch {
-			if err := b.Commit(pebble.NoSync); err != nil {
-				return n, err
-			}
-			b.Close()
-			b, entries = s.db.NewBatch(), 0
-			select {
-			case <-s.stop:
-				return n, nil
-			default:
-			}
-		}
-	}
-	if err := it.Error(); err != nil {
-		return n, err
-	}
-	return n, b.Commit(pebble.NoSync)
-}
-
-// sweepBatch bounds the expiry entries one batch of a sweep deletes.
-const sweepBatch = 1000
 
 // featureRecord is a feature as stored, with its deletion marks.
 type featureRecord struct {
@@ -606,8 +421,8 @@ func (s *Store) CreateFeature(_ context.Context, f store.Feature) (store.Feature
 	b := s.db.NewBatch()
 	defer b.Close()
 	if exists {
-		lists := append(append([]byte{itemPrefix}, f.Key()...), 0)
-		if err := b.DeleteRange(lists, successor(lists), nil); err != nil {
+		lists := append([]byte(f.Key()), 0)
+		if err := deleteItems(b, lists, successor(lists)); err != nil {
 			return store.Feature{}, err
 		}
 	}

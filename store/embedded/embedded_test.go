@@ -13,7 +13,7 @@ import (
 	"github.com/listgate/listgate/store/storetest"
 )
 
-func open(t *testing.T, dir string, now func() time.Time) *embedded.Store {
+func open(t testing.TB, dir string, now func() time.Time) *embedded.Store {
 	t.Helper()
 	s, err := embedded.Open(embedded.Config{Dir: dir, Now: now})
 	if err != nil {

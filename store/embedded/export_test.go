@@ -1,0 +1,15 @@
+package embedded
+
+import "context"
+
+// BlockBytesRead is the bytes of the blocks the store's scans read.
+func (s *Store) BlockBytesRead() int64 { return s.blockBytes.Load() }
+
+// Compact writes every key to tables of the last level, whose blocks
+// scans then read.
+func (s *Store) Compact() error {
+	return s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true)
+}
+
+// TakeTurns takes every turn of the long scans, until release.
+func (s *Store) TakeTurns() (release func()) { return s.turns.Take() }
