@@ -31,7 +31,6 @@ import (
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
-	"github.com/listgate/listgate/graph/exec"
 	"github.com/listgate/listgate/guards"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/operation"
@@ -194,7 +193,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 
-	x := executor.New(exec.NewExecutableSchema(exec.Config{Resolvers: graph.NewResolver(svc)}))
+	x := executor.New(graph.NewExecutableSchema(svc))
 	x.SetDefaultRulesFn(guards.ValidationRules)
 	extensions{cfg: cfg, lists: svc, budget: budget, callers: callers, tracer: tracer, spans: !tracingOff,
 		present: errorPresenter(cfg.Log, socks.countRefusal, svc), recover: onPanic}.install(x)
