@@ -161,8 +161,9 @@ func (p listItemsPlan) data(ctx context.Context) []byte {
 	if !ok {
 		return []byte("null")
 	}
-	var w byteWriter
-	w.b = make([]byte, 0, 512)
+	// Room for most pages at once: growing the buffer item by item costs
+	// more than the page's writing.
+	w := byteWriter{b: make([]byte, 0, 128+256*len(page.Items))}
 	w.b = append(w.b, '{')
 	graphql.MarshalString(p.field.Alias).MarshalGQL(&w)
 	w.b = append(w.b, ':')
