@@ -17,6 +17,7 @@ import (
 
 	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/graph"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/store"
 )
@@ -152,4 +153,26 @@ func BenchmarkListContains(b *testing.B) {
 	body := `{"query":"query Seen($v: [ListValue!]!) { entity(type: \"user\", entityId: \"u1\") { listContains(feature: \"reading_history\", values: $v) { value timestamp } } }","variables":{"v":[` + vals.String() + `]}}`
 	b.Run("marshal=fast", func(b *testing.B) { serveBench(b, h, body, 1) })
 	b.Run("marshal=gqlgen", func(b *testing.B) { serveBench(b, gqlgenMarshaling(h), body, 1) })
+}
+
+// The plans of a listItems and a listCount query against gqlgen's
+// execution of the same queries (the same handler, graph.WithoutPlans),
+// on a 10-item list: 32 reads at once, counts one at a time (a count's
+// complexity is that of the rows it may look at: 32 at once are over one
+// caller's share of --max-in-flight-complexity).
+func BenchmarkPlans(b *testing.B) {
+	h := benchGateway(b, 10)
+	gqlgen := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(graph.WithoutPlans(r.Context())))
+	})
+	for _, q := range []struct {
+		name, body string
+		inFlight   int
+	}{
+		{"listItems", `{"query":"query Read($id: ID!) { listItems(entityType: \"user\", entityId: $id, feature: \"reading_history\", limit: 10) { items { value timestamp expiresAt cursor } hasMore endCursor } }","variables":{"id":"u1"}}`, 32},
+		{"listCount", `{"query":"query Count($id: ID!) { listCount(entityType: \"user\", entityId: $id, feature: \"reading_history\") }","variables":{"id":"u1"}}`, 1},
+	} {
+		b.Run(q.name+"/plan", func(b *testing.B) { serveBench(b, h, q.body, q.inFlight) })
+		b.Run(q.name+"/gqlgen", func(b *testing.B) { serveBench(b, gqlgen, q.body, q.inFlight) })
+	}
 }

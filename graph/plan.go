@@ -12,15 +12,16 @@ import (
 	"github.com/listgate/listgate/lists"
 )
 
-// NewExecutableSchema is gqlgen's generated executable schema with a plan
-// in front of it for the hottest operation, a query whose one root field
-// is listItems: that plan calls the resolver and writes the page straight
-// into the response, without gqlgen's field set, field contexts and
-// argument maps around the one resolver. Everything else, and every such
-// query the plan cannot answer exactly as gqlgen would, goes to gqlgen.
-// The plan runs where gqlgen's execution would (inside the executor, after
-// every guard and extension has met the operation, before the response
-// interceptors), so every transport and every rule meets it alike.
+// NewExecutableSchema is gqlgen's generated executable schema with plans
+// in front of it for the hottest operations, a query whose one root field
+// is listItems or listCount: a plan calls the resolver and writes its
+// result straight into the response, without gqlgen's field set, field
+// contexts and argument maps around the one resolver. Everything else,
+// and every such query a plan cannot answer exactly as gqlgen would, goes
+// to gqlgen. A plan runs where gqlgen's execution would (inside the
+// executor, after every guard and extension has met the operation, before
+// the response interceptors), so every transport and every rule meets it
+// alike.
 func NewExecutableSchema(svc *lists.Service) graphql.ExecutableSchema {
 	r := NewResolver(svc)
 	return planned{ExecutableSchema: exec.NewExecutableSchema(exec.Config{Resolvers: r}), query: &queryResolver{r}}
@@ -43,36 +44,54 @@ type planned struct {
 var queryImplementors = []string{"Query"}
 
 func (s planned) Exec(ctx context.Context) graphql.ResponseHandler {
-	if p, ok := s.listItemsPlan(ctx); ok {
+	if p, ok := s.plan(ctx); ok {
 		return p.responses()
 	}
 	return s.ExecutableSchema.Exec(ctx)
 }
 
-// listItemsPlan is the plan of an operation that is one listItems query,
-// or false for gqlgen to run it. Tests compare the two through
-// model.WithGQLGenMarshaling, under which gqlgen runs every operation.
-func (s planned) listItemsPlan(ctx context.Context) (listItemsPlan, bool) {
+// plan is the plan of an operation that is a query of one listItems or
+// listCount field, or false for gqlgen to run it. Tests compare the two
+// through model.WithGQLGenMarshaling, under which gqlgen runs every
+// operation.
+func (s planned) plan(ctx context.Context) (rootPlan, bool) {
 	oc := graphql.GetOperationContext(ctx)
 	if oc.Operation.Operation != ast.Query || model.GQLGenMarshaling(ctx) || ctx.Value(withoutPlans{}) != nil {
-		return listItemsPlan{}, false
+		return rootPlan{}, false
 	}
 	// The root fields as gqlgen collects them: fragments, @skip and
 	// @include resolved.
 	fields := graphql.CollectFields(oc, oc.Operation.SelectionSet, queryImplementors)
-	if len(fields) != 1 || fields[0].Name != "listItems" || len(fields[0].Deferrables) > 0 {
-		return listItemsPlan{}, false
+	if len(fields) != 1 || len(fields[0].Deferrables) > 0 {
+		return rootPlan{}, false
 	}
-	args, ok := listItemsArgs(fields[0].ArgumentMap(oc.Variables))
+	f := fields[0]
+	if f.Name != "listItems" && f.Name != "listCount" {
+		return rootPlan{}, false
+	}
+	a, ok := listArgs(f.ArgumentMap(oc.Variables))
 	if !ok {
-		return listItemsPlan{}, false // gqlgen words the error
+		return rootPlan{}, false // gqlgen words the error
 	}
-	return listItemsPlan{resolver: s.query, oc: oc, field: fields[0], args: args}, true
+	p := rootPlan{oc: oc, field: f}
+	if f.Name == "listCount" {
+		p.resolver = func(ctx context.Context) (any, error) {
+			return s.query.ListCount(ctx, a.entityType, a.entityID, a.feature, a.version, a.minTimestamp, a.maxTimestamp)
+		}
+		p.write = writeCount
+		return p, true
+	}
+	p.resolver = func(ctx context.Context) (any, error) {
+		return s.query.ListItems(ctx, a.entityType, a.entityID, a.feature, a.version, a.minTimestamp, a.maxTimestamp, a.limit, a.after, a.distinct)
+	}
+	p.write = writePage
+	return p, true
 }
 
-// listItemsArguments are listItems's arguments, converted as gqlgen's
-// generated code converts them.
-type listItemsArguments struct {
+// listArguments are the arguments of listItems and listCount (which has
+// no limit, after or distinct), converted as gqlgen's generated code
+// converts them.
+type listArguments struct {
 	entityType, entityID, feature string
 	version, after                *string
 	minTimestamp, maxTimestamp    *model.Time
@@ -80,10 +99,10 @@ type listItemsArguments struct {
 	distinct                      *bool
 }
 
-// listItemsArgs converts the arguments of listItems (defaults applied,
-// variables substituted), or reports false when one does not convert:
-// gqlgen then answers with its error and path.
-func listItemsArgs(raw map[string]any) (a listItemsArguments, ok bool) {
+// listArgs converts the arguments of listItems or listCount (defaults
+// applied, variables substituted), or reports false when one does not
+// convert: gqlgen then answers with its error and path.
+func listArgs(raw map[string]any) (a listArguments, ok bool) {
 	ok = true
 	str := func(name string, to *string) {
 		if v, present := raw[name]; present && ok {
@@ -124,16 +143,20 @@ func listItemsArgs(raw map[string]any) (a listItemsArguments, ok bool) {
 	return a, ok
 }
 
-type listItemsPlan struct {
-	resolver *queryResolver
+// rootPlan runs one root field's resolver and writes its non-null
+// result.
+type rootPlan struct {
 	oc       *graphql.OperationContext
 	field    graphql.CollectedField
-	args     listItemsArguments
+	resolver func(ctx context.Context) (any, error)
+	// write writes {"alias": result}, or reports false when the result is
+	// not of the field's type.
+	write func(oc *graphql.OperationContext, field graphql.CollectedField, res any) ([]byte, bool)
 }
 
 // responses answers once, as gqlgen's generated Exec does for a query
 // without @defer.
-func (p listItemsPlan) responses() graphql.ResponseHandler {
+func (p rootPlan) responses() graphql.ResponseHandler {
 	first := true
 	return func(ctx context.Context) *graphql.Response {
 		if !first {
@@ -144,55 +167,86 @@ func (p listItemsPlan) responses() graphql.ResponseHandler {
 	}
 }
 
-// data runs the resolver as gqlgen's generated code does (the same field
-// context, resolver middleware, error location and panic recovery) and
-// writes {"alias": page}, or null when it failed: listItems is non-null,
-// so its error nulls the whole data, as gqlgen's does.
-func (p listItemsPlan) data(ctx context.Context) []byte {
+// data runs the resolver as gqlgen's generated code does (the same root
+// and field contexts, resolver middleware, error location and panic
+// recovery) and writes {"alias": result}, or null when it failed: both
+// fields are non-null, so an error nulls the whole data, as gqlgen's does.
+// As in gqlgen's, a panic while writing is not the field's: it is the
+// operation's.
+func (p rootPlan) data(ctx context.Context) []byte {
 	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{Object: "Query"})
 	ctx = graphql.WithRootFieldContext(ctx, &graphql.RootFieldContext{Object: p.field.Name, Field: p.field})
-	var page model.ListPage
-	ok := false
+	var data []byte
 	p.oc.RootResolverMiddleware(ctx, func(ctx context.Context) graphql.Marshaler {
 		fc := &graphql.FieldContext{Object: "Query", Field: p.field, IsMethod: true, IsResolver: true}
-		page, ok = p.resolve(graphql.WithFieldContext(ctx, fc), fc)
+		ctx = graphql.WithFieldContext(ctx, fc)
+		res, ok := p.resolve(ctx)
+		if !ok {
+			return nil
+		}
+		if data, ok = p.write(p.oc, p.field, res); !ok {
+			var want any = model.ListPage{}
+			if p.field.Name == "listCount" {
+				want = int32(0)
+			}
+			p.oc.Errorf(ctx, "unexpected type %T from middleware/directive chain, should be %T", res, want)
+			return nil
+		}
+		fc.Result = res
 		return nil
 	})
-	if !ok {
+	if data == nil {
 		return []byte("null")
+	}
+	return data
+}
+
+// resolve runs the resolver, or reports false with its error, or its
+// panic's, added to the response.
+func (p rootPlan) resolve(ctx context.Context) (res any, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.oc.Error(ctx, p.oc.Recover(ctx, r))
+			res, ok = nil, false
+		}
+	}()
+	res, err := p.oc.ResolverMiddleware(ctx, p.resolver)
+	if err != nil {
+		p.oc.Error(ctx, graphql.AddFieldLocationToError(ctx, err))
+		return nil, false
+	}
+	return res, true
+}
+
+// writePage writes {"alias": page} with the page writer gqlgen's
+// generated code calls.
+func writePage(oc *graphql.OperationContext, field graphql.CollectedField, res any) ([]byte, bool) {
+	page, ok := res.(model.ListPage)
+	if !ok {
+		return nil, false
 	}
 	// Room for most pages at once: growing the buffer item by item costs
 	// more than the page's writing.
 	w := byteWriter{b: make([]byte, 0, 128+256*len(page.Items))}
 	w.b = append(w.b, '{')
-	graphql.MarshalString(p.field.Alias).MarshalGQL(&w)
+	graphql.MarshalString(field.Alias).MarshalGQL(&w)
 	w.b = append(w.b, ':')
-	model.WriteListPage(p.oc, p.field.Selections, &page).MarshalGQL(&w)
-	return append(w.b, '}')
+	model.WriteListPage(oc, field.Selections, &page).MarshalGQL(&w)
+	return append(w.b, '}'), true
 }
 
-func (p listItemsPlan) resolve(ctx context.Context, fc *graphql.FieldContext) (page model.ListPage, ok bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			p.oc.Error(ctx, p.oc.Recover(ctx, r))
-			ok = false
-		}
-	}()
-	a := p.args
-	res, err := p.oc.ResolverMiddleware(ctx, func(ctx context.Context) (any, error) {
-		return p.resolver.ListItems(ctx, a.entityType, a.entityID, a.feature, a.version, a.minTimestamp, a.maxTimestamp, a.limit, a.after, a.distinct)
-	})
-	if err != nil {
-		p.oc.Error(ctx, graphql.AddFieldLocationToError(ctx, err))
-		return model.ListPage{}, false
-	}
-	page, ok = res.(model.ListPage)
+// writeCount writes {"alias": n} as gqlgen's marshaler of Int! does.
+func writeCount(_ *graphql.OperationContext, field graphql.CollectedField, res any) ([]byte, bool) {
+	n, ok := res.(int32)
 	if !ok {
-		p.oc.Errorf(ctx, "unexpected type %T from middleware/directive chain, should be %T", res, page)
-		return model.ListPage{}, false
+		return nil, false
 	}
-	fc.Result = page
-	return page, true
+	w := byteWriter{b: make([]byte, 0, len(field.Alias)+16)}
+	w.b = append(w.b, '{')
+	graphql.MarshalString(field.Alias).MarshalGQL(&w)
+	w.b = append(w.b, ':')
+	model.MarshalInt32(n).MarshalGQL(&w)
+	return append(w.b, '}'), true
 }
 
 // byteWriter is an io.Writer that appends to one slice, which becomes the

@@ -57,7 +57,8 @@ func planGateways(tb testing.TB) (roomy, tight http.Handler) {
 	return handler(unthrottled()), handler(small)
 }
 
-// planDocument builds a query from choices: listItems at the root plainly,
+// planDocument builds a query from choices: listItems or listCount at the
+// root plainly,
 // aliased, in an inline or named fragment, beside fields that @skip and
 // @include remove or keep, with literal or variable arguments that are
 // valid, unknown, out of range or badly formed, and any selection of
@@ -110,6 +111,15 @@ func planDocument(choices []byte) (string, map[string]any) {
 		args = append(args, `feature: "f"`)
 	}
 	field := "listItems(" + strings.Join(args, ", ") + ") " + selection(&choices, pageFields, 0)
+	if next()%4 == 3 {
+		var counted []string // listCount has no limit, after or distinct
+		for _, a := range args {
+			if !strings.HasPrefix(a, "limit:") && !strings.HasPrefix(a, "after:") && !strings.HasPrefix(a, "distinct:") {
+				counted = append(counted, a)
+			}
+		}
+		field = "listCount(" + strings.Join(counted, ", ") + ")"
+	}
 	fragments := ""
 	switch next() % 7 {
 	case 1:
@@ -177,10 +187,10 @@ func planRequest(method, doc string, vars map[string]any, cost bool) *http.Reque
 	return r
 }
 
-// FuzzCompiledPlan: every listItems query, whatever its shape, arguments,
-// selection, transport (POST or GET), response bound and extensions,
-// gets the same status, headers and bytes from the gateway, which runs
-// the ones the plan handles on it, as from gqlgen's executor and
+// FuzzCompiledPlan: every listItems or listCount query, whatever its
+// shape, arguments, selection, transport (POST or GET), response bound and
+// extensions, gets the same status, headers and bytes from the gateway,
+// which runs the ones a plan handles on it, as from gqlgen's executor and
 // marshalers: data and errors alike.
 func FuzzCompiledPlan(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3})
@@ -219,9 +229,9 @@ func FuzzCompiledPlan(f *testing.F) {
 	})
 }
 
-// The plan answers as gqlgen does on every transport (POST, GET and a
+// The plans answer as gqlgen does on every transport (POST, GET and a
 // WebSocket): a page, a page that errs (NOT_FOUND; over the response byte
-// bound) and a resolver's panic (INTERNAL).
+// bound), a count, and a count that errs.
 func TestCompiledPlanOnEveryTransport(t *testing.T) {
 	roomy, tight := planGateways(t)
 	docs := []struct {
@@ -232,6 +242,8 @@ func TestCompiledPlanOnEveryTransport(t *testing.T) {
 		{`{ listItems(entityType: "user", entityId: "u1", feature: "f", limit: 3) { items { value cursor } hasMore endCursor } }`, roomy, ""},
 		{`{ p: listItems(entityType: "user", entityId: "u1", feature: "nope") { hasMore } }`, roomy, "NOT_FOUND"},
 		{`{ listItems(entityType: "user", entityId: "u1", feature: "f") { items { value timestamp expiresAt cursor } } }`, tight, "BAD_USER_INPUT"},
+		{`{ c: listCount(entityType: "user", entityId: "u1", feature: "f") }`, roomy, ""},
+		{`{ listCount(entityType: "user", entityId: "u1", feature: "f", version: "v9") }`, roomy, "NOT_FOUND"},
 	}
 	for _, d := range docs {
 		for _, method := range []string{http.MethodPost, http.MethodGet} {
