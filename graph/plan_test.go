@@ -3,6 +3,8 @@ package graph_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,10 +12,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/listgate/listgate/auth"
+	"github.com/listgate/listgate/documents"
 	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/graph"
@@ -24,7 +32,8 @@ import (
 // planGateways are two handlers over one embedded store holding feature
 // user/f of five items for u1: with the default limits, and with a
 // response byte bound that a page of a few items passes.
-func planGateways(tb testing.TB) (roomy, tight http.Handler) {
+// cfgs change both configurations.
+func planGateways(tb testing.TB, cfgs ...func(*endpoint.Config)) (roomy, tight http.Handler) {
 	tb.Helper()
 	s := embeddedStore(tb)
 	ctx := context.Background()
@@ -46,7 +55,11 @@ func planGateways(tb testing.TB) (roomy, tight http.Handler) {
 		tb.Fatal(err)
 	}
 	handler := func(l endpoint.Limits) http.Handler {
-		h, err := endpoint.New(endpoint.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: l, Log: log})
+		cfg := endpoint.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: l, Log: log}
+		for _, f := range cfgs {
+			f(&cfg)
+		}
+		h, err := endpoint.New(cfg)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -304,5 +317,86 @@ func TestCompiledPlanIsTaken(t *testing.T) {
 		if planned > executed-30 {
 			t.Errorf("%s: the plan is not taken: %.0f allocations, %.0f without it", doc, planned, executed)
 		}
+	}
+}
+
+// Trusted documents hold for the plans: a listItems document of the
+// manifest runs by its documentId over POST, GET and a WebSocket, through
+// the plan, as gqlgen answers it; another listItems text is refused
+// QUERY_NOT_IN_SAFELIST before any plan, as gqlgen's path refuses it.
+func TestCompiledPlanRunsTrustedDocumentsOnly(t *testing.T) {
+	const read = `query Read { listItems(entityType: "user", entityId: "u1", feature: "f", limit: 2) { items { value cursor } endCursor } }`
+	const other = `query Other { listItems(entityType: "user", entityId: "u1", feature: "f", limit: 3) { items { value } } }`
+	sum := sha256.Sum256([]byte(read))
+	hash := hex.EncodeToString(sum[:])
+	manifest := filepath.Join(t.TempDir(), "manifest.json")
+	b, _ := json.Marshal(map[string]any{"format": "apollo-persisted-query-manifest", "version": 1,
+		"operations": []map[string]string{{"id": hash, "body": read, "name": "Read", "type": "query"}}})
+	if err := os.WriteFile(manifest, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docs, err := documents.New(manifest, documents.Enforce, slog.New(slog.DiscardHandler), metricnoop.NewMeterProvider().Meter(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	authn, err := auth.New(auth.Config{APIKeys: []string{keyLine("app", "app", "lists:read")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := planGateways(t, func(c *endpoint.Config) { c.Documents, c.Auth = docs, authn })
+	answer := func(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
+		r.Header.Set("Authorization", "Bearer app")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	byID, _ := json.Marshal(map[string]any{"documentId": "sha256:" + hash})
+	otherText, _ := json.Marshal(map[string]any{"query": other})
+	for _, c := range []struct {
+		what string
+		req  func() *http.Request
+		want string
+	}{
+		{"POST by documentId", func() *http.Request {
+			r := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", bytes.NewReader(byID))
+			r.Header.Set("Content-Type", "application/json")
+			return r
+		}, `"listItems"`},
+		{"GET by documentId", func() *http.Request {
+			return httptest.NewRequest(http.MethodGet, "http://localhost/graphql?documentId="+url.QueryEscape("sha256:"+hash), nil)
+		}, `"listItems"`},
+		{"POST of another text", func() *http.Request {
+			r := httptest.NewRequest(http.MethodPost, "http://localhost/graphql", bytes.NewReader(otherText))
+			r.Header.Set("Content-Type", "application/json")
+			return r
+		}, "QUERY_NOT_IN_SAFELIST"},
+	} {
+		planned, stock := answer(h, c.req()), answer(gqlgenMarshaling(h), c.req())
+		if !strings.Contains(planned.Body.String(), c.want) || planned.Code != stock.Code || planned.Body.String() != stock.Body.String() {
+			t.Errorf("%s:\nplan:   %d %s\ngqlgen: %d %s", c.what, planned.Code, planned.Body.Bytes(), stock.Code, stock.Body.Bytes())
+		}
+	}
+	answers := make([]string, 2)
+	for i, handler := range []http.Handler{h, gqlgenMarshaling(h)} {
+		srv := httptest.NewServer(handler)
+		c, _, err := dial(t, srv.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.init("app")
+		c.send(wsMessage{ID: "1", Type: "subscribe", Payload: json.RawMessage(byID)})
+		m, err := c.next()
+		if err != nil || m.Type != "next" || !strings.Contains(string(m.Payload), `"listItems"`) {
+			t.Fatalf("a subscribe by documentId: %+v %v", m, err)
+		}
+		answers[i] = string(m.Payload)
+		c.next() // complete
+		if _, errs := c.query("2", other); !strings.Contains(errs, "QUERY_NOT_IN_SAFELIST") {
+			t.Errorf("a subscribe of another text: %s", errs)
+		}
+		srv.Close()
+	}
+	if answers[0] != answers[1] {
+		t.Errorf("WebSocket by documentId:\nplan:   %s\ngqlgen: %s", answers[0], answers[1])
 	}
 }
