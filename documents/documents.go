@@ -340,10 +340,10 @@ func (t *Trusted) Resolve(ctx context.Context, r Request) (query string, found b
 		return t.byDocumentID(ctx, s, r)
 	}
 	v := s.judge(r)
-	if v.refusal != nil && t.mode != Off && !r.AnyAllowed {
+	if v.refused && t.mode != Off && !r.AnyAllowed {
 		t.count(ctx)
 		if t.mode == Enforce {
-			return "", false, v.refusal
+			return "", false, v.refusal()
 		}
 		t.audit(ctx, r)
 	}
@@ -371,7 +371,17 @@ func (t *Trusted) byDocumentID(ctx context.Context, s *Set, r Request) (string, 
 // verdict is what the set says of a request that names no documentId.
 type verdict struct {
 	body    string // the trusted document its APQ hash names, agreeing with its text; "": none
-	refusal error  // why enforce mode refuses it; nil: it is trusted
+	refused bool   // enforce mode refuses it: refusal says why
+	hash    string // the APQ hash it was refused for; "": its text was
+}
+
+// refusal is why enforce mode refuses a request, built only when some mode
+// uses it: with trusted documents off, every request is judged untrusted.
+func (v verdict) refusal() error {
+	if v.hash != "" {
+		return fmt.Errorf("%w persisted query %s: it is %w (--trusted-documents)", errkind.Invalid, errkind.Clip(v.hash), ErrNotInList)
+	}
+	return fmt.Errorf("%w operation: it is %w: this gateway runs the operations its clients ship (--trusted-documents); send one by its documentId, or ask for the scope documents:any", errkind.Invalid, ErrNotSafelisted)
 }
 
 // judge decides whether a request is trusted: its APQ hash names a trusted
@@ -384,12 +394,9 @@ func (s *Set) judge(r Request) verdict {
 		if body, ok := s.lookup(r.APQHash); ok && (r.Query == "" || r.Query == body) {
 			return verdict{body: body}
 		}
-		return verdict{refusal: fmt.Errorf("%w persisted query %s: it is %w (--trusted-documents)", errkind.Invalid, errkind.Clip(r.APQHash), ErrNotInList)}
+		return verdict{refused: true, hash: r.APQHash}
 	}
-	if s.trusted(r.Query) {
-		return verdict{}
-	}
-	return verdict{refusal: fmt.Errorf("%w operation: it is %w: this gateway runs the operations its clients ship (--trusted-documents); send one by its documentId, or ask for the scope documents:any", errkind.Invalid, ErrNotSafelisted)}
+	return verdict{refused: !s.trusted(r.Query)}
 }
 
 // lookup gives the body of the document id names; a nil set has none.
