@@ -63,7 +63,7 @@ func (s *Store) shardOf(l store.ListID) int {
 	return int(h.Sum32() % uint32(s.cfg.Feed.Shards))
 }
 
-// record writes an add's change, once its items are written, under a
+// record writes an add's change, as its items are written, under a
 // deadline of its own: whether the client waits or not, the record is
 // written, or the add fails. It must be readable within half the feed's
 // window of its time: a record that could not be written by then fails
@@ -84,7 +84,7 @@ func (s *Store) record(ctx context.Context, l store.List, writes []store.Write) 
 	err := s.session.Query(s.stmt.insertChange, bucketOf(at), s.shardOf(c.List), id, c.List.Feature, l.Feature.CreatedAt, c.List.EntityID, keys, values, store.ChangeBytes(c), int(s.cfg.Feed.Retention/time.Second)).
 		WithContext(ctx).Consistency(s.cfg.WriteConsistency).Idempotent(true).Exec()
 	if err != nil {
-		return fmt.Errorf("%w: the items were written, but not the record of their add that live subscriptions follow; add them again (an add of the same items is the same add): %v",
+		return fmt.Errorf("%w: the record of the add that live subscriptions follow was not written, though its items may have been; add them again (an add of the same items is the same add): %v",
 			errkind.Unavailable, classify("recording an add", err))
 	}
 	return nil
