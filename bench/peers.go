@@ -48,7 +48,10 @@ type peerResult struct {
 	// Server CPU and p99 of each run, by round of the rotation.
 	RunServerCPUUs []float64 `json:"run_server_cpu_us_per_request"`
 	RunP99Ms       []float64 `json:"run_p99_ms"`
-	Errors         int       `json:"errors"`
+	// Database CPU and p50 of each run, for the adds' ratios.
+	RunDatabaseCPUUs []float64 `json:"run_database_cpu_us_per_request,omitempty"`
+	RunP50Ms         []float64 `json:"run_p50_ms,omitempty"`
+	Errors           int       `json:"errors"`
 }
 
 // peerFanOut compares one entities request for many lists through the
@@ -118,6 +121,11 @@ func peers(ctx context.Context, c config, keyspace string, gw *server, raw rawCQ
 			}
 		}
 	}
+	adds, err := peerAdds(ctx, c, rest, gw, database)
+	if err != nil {
+		return nil, nil, err
+	}
+	out = append(out, adds...)
 	log("peers: one entities request for %d lists vs %d REST requests at once", fanOutLists, fanOutLists)
 	f := peersFanOut(ctx, c, rest, gw, database)
 	log("  gateway %.2f ms server CPU/request, p50 %.2f ms, p99 %.2f ms; REST %.2f ms/set, p50 %.2f ms, p99 %.2f ms; errors %d",
@@ -206,7 +214,7 @@ func newPeerResult(name string, size, inFlight int, rs []result) peerResult {
 		p50, p99 = append(p50, ms(r.percentile(0.5))), append(p99, ms(r.percentile(0.99)))
 		p.Errors += r.errors
 	}
-	p.RunServerCPUUs, p.RunP99Ms = cpu, p99
+	p.RunServerCPUUs, p.RunP99Ms, p.RunDatabaseCPUUs, p.RunP50Ms = cpu, p99, db, p50
 	p.ServerCPUUs, p.ClientCPUUs, p.DatabaseCPUUs = medianOf(cpu), medianOf(client), medianOf(db)
 	p.ReqPerSec, p.ItemsPerSec, p.P50Ms, p.P99Ms = medianOf(reqs), medianOf(items), medianOf(p50), medianOf(p99)
 	return p

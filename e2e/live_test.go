@@ -119,7 +119,7 @@ func TestLiveListsAcrossTwoGateways(t *testing.T) {
 	a := startGateway(t, append(env, "LISTGATE_MIGRATE=true")...)
 	b := startGateway(t, append(env, "LISTGATE_MAX_SUBSCRIPTIONS_PER_CALLER=2000")...)
 	entityType := fmt.Sprintf("live%d", time.Now().UnixNano()%1e9)
-	requestAs(t, a.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, entityType), nil)
+	requestAs(t, a.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, entityType), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := subscribeMany(t, ctx, b.base, conns, func(c int) map[string]map[string]any {
@@ -239,7 +239,7 @@ func TestWritersWithWrongClocks(t *testing.T) {
 		}
 	}
 	entityType := fmt.Sprintf("skew%d", time.Now().UnixNano()%1e9)
-	requestAs(t, reader.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, entityType), nil)
+	requestAs(t, reader.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, entityType), nil)
 	vars := map[string]any{"t": entityType, "id": "u1", "f": "f"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -280,7 +280,7 @@ func TestWritersWithWrongClocks(t *testing.T) {
 func TestShutdownWhileClientsResubscribe(t *testing.T) {
 	const shutdownTimeout = 5 * time.Second
 	g := startGateway(t, "LISTGATE_SHUTDOWN_TIMEOUT="+shutdownTimeout.String())
-	requestAs(t, g.base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, nil)
+	requestAs(t, g.base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -350,7 +350,7 @@ func TestNonReadingClientStaysBounded(t *testing.T) {
 		rssBound    = memoryLimit + 64<<20
 	)
 	g := startGateway(t, "LISTGATE_SUBSCRIPTION_SLOW_TIMEOUT=2s", "LISTGATE_MEMORY_LIMIT=256MiB")
-	requestAs(t, g.base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, nil)
+	requestAs(t, g.base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, nil)
 	began := time.Now().Add(-10 * time.Minute)
 	for i := 0; i < items; i += 25 {
 		var batch [][2]string
@@ -413,7 +413,7 @@ func TestIdleWatchedListsCostLittle(t *testing.T) {
 			}
 			g := startGateway(t, env...)
 			entityType := fmt.Sprintf("idle%d", time.Now().UnixNano()%1e9)
-			requestAs(t, g.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, entityType), nil)
+			requestAs(t, g.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, entityType), nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			subscribeMany(t, ctx, g.base, conns, func(c int) map[string]map[string]any {
