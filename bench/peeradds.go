@@ -31,7 +31,7 @@ var (
 func peerAdds(ctx context.Context, c config, rest, gw *server, database int) ([]peerResult, error) {
 	log := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	b, err := gw.post(ctx, gql(`mutation { createListFeature(input: {entityType: "user", name: "`+liveWriteName+`", valueType: STRING, ttlSeconds: 86400, live: true}) { live } }`, nil))
-	if err != nil && strings.Contains(string(b), `"live"`) && c.gatewayBin != "" {
+	if err != nil && strings.Contains(string(b), `live`) && c.gatewayBin != "" {
 		// A gateway from before the live flag (--gateway-bin): every
 		// feature of it records its adds.
 		b, err = gw.post(ctx, gql(`mutation { createListFeature(input: {entityType: "user", name: "`+liveWriteName+`", valueType: STRING, ttlSeconds: 86400}) { key } }`, nil))

@@ -40,6 +40,10 @@ func (r *report) writePeers(b *strings.Builder) {
 	if len(r.Peers) == 0 {
 		return
 	}
+	if r.peer(gwPeer, peerPages[0], 1).Server == "" {
+		r.writePeerAdds(b) // --only peeradds
+		return
+	}
 	busy := r.Concurrency
 	b.WriteString("## GraphQL against REST and stock gqlgen\n\n")
 	b.WriteString("What does the gateway's GraphQL cost against the REST service a team would otherwise write by hand, and against a plain gqlgen server? Four servers read the same pages of the 1,000-item lists, drawn Zipf-like, newest first: each item's value, timestamp and cursor, and whether more follow with the next page's cursor (`items { value timestamp cursor } hasMore endCursor` in GraphQL). Before measuring, the benchmark checks that the REST peer, the gateway and stock gqlgen answer a page with the same JSON.\n\n")

@@ -464,3 +464,65 @@ func cpuOf(t *testing.T, pid int) time.Duration {
 	}
 	return d
 }
+
+// Two gateways on Cassandra whose catalogs may lag by --feature-refresh: a
+// feature is made live through A while B, which already knows it as not
+// live, adds to it without recording. A subscription is refused, CONFLICT
+// with the seconds to wait, until --feature-staleness and the clock skew
+// allowance after the switch; then one on B and one on A get every item
+// added through B after they started, and nothing added before.
+func TestMadeLiveAcrossTwoGateways(t *testing.T) {
+	hosts := strings.Join(cqltest.Hosts(t), ",")
+	env := []string{"LISTGATE_CQL_HOSTS=" + hosts, "LISTGATE_CQL_KEYSPACE=fleet", "LISTGATE_FEATURE_STALENESS=6s", "LISTGATE_FEATURE_REFRESH=2s"}
+	a := startGateway(t, append(env, "LISTGATE_MIGRATE=true")...)
+	b := startGateway(t, env...)
+	entityType := fmt.Sprintf("made%d", time.Now().UnixNano()%1e9)
+	requestAs(t, a.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600}) { live } }`, entityType), nil)
+	addItems(t, b.base, "", entityType, "u1", "f", [2]string{"before", ""}) // B knows it, not live
+	requestAs(t, a.base, "", fmt.Sprintf(`mutation { setListFeatureLive(entityType: %q, name: "f", live: true) { live } }`, entityType), nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	vars := map[string]any{"t": entityType, "id": "u1", "f": "f"}
+	conn, err := wsclient.Dial(ctx, a.base, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Subscribe(ctx, "early", listItemsAdded, vars); err != nil {
+		t.Fatal(err)
+	}
+	m, err := conn.Read(ctx)
+	refused := time.Now()
+	if err != nil || !strings.Contains(string(m.Payload), "CONFLICT") || !strings.Contains(string(m.Payload), "subscribe in ") {
+		t.Fatalf("a subscription just after the switch: %s %s, %v; want CONFLICT and the seconds to wait", m.Type, m.Payload, err)
+	}
+	var wait int
+	if _, err := fmt.Sscanf(string(m.Payload)[strings.Index(string(m.Payload), "subscribe in ")+len("subscribe in "):], "%d", &wait); err != nil || wait < 1 || wait > 11 {
+		t.Fatalf("the wait in %s: %d, %v; want 1 to 11 s (--feature-staleness 6 s and 5 s of skew)", m.Payload, wait, err)
+	}
+	// B adds without recording for as long as its snapshot predates the
+	// switch: what the wait covers.
+	for deadline := refused.Add(time.Duration(wait) * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		addItems(t, b.base, "", entityType, "u1", "f", [2]string{"meanwhile", ""})
+	}
+	subs := map[string]map[string]any{"s": vars}
+	onB := subscribeMany(t, ctx, b.base, 1, func(int) map[string]map[string]any { return subs })
+	onA := subscribeMany(t, ctx, a.base, 1, func(int) map[string]map[string]any { return subs })
+	want := []string{"after 1", "after 2", "after 3"}
+	for _, v := range want {
+		addItems(t, b.base, "", entityType, "u1", "f", [2]string{v, ""})
+	}
+	for _, l := range []*live{onB, onA} {
+		l.await(t, len(want), 30*time.Second)
+		l.mu.Lock()
+		var got []string
+		for _, it := range l.items["0/s"] {
+			got = append(got, it.value)
+		}
+		l.mu.Unlock()
+		if !slices.Equal(got, want) {
+			t.Errorf("received %q, want %q", got, want)
+		}
+	}
+}

@@ -13,8 +13,10 @@ import (
 	"github.com/listgate/listgate/store/keys"
 )
 
-// The change feed. Every add a store acknowledges is also a record of the
-// store's change feed: what the add wrote, to which list, at a position.
+// The change feed. Every add to a live feature (Feature.Live) a store
+// acknowledges is also a record of the store's change feed: what the add
+// wrote, to which list, at a position; an add to one that is not live is
+// not, and costs no more than its items.
 // Subscriptions to live lists follow the feed, not the lists: an item is
 // delivered because it was added, whatever its timestamp, and a list
 // nobody adds to costs nothing to watch. Writers that bypass the store
