@@ -204,6 +204,15 @@ func (s *Service) Watch(ctx context.Context, q WatchQuery) (*Watch, error) {
 	if err := store.CheckLiveSince(f, s.now(), s.catalog.RecreateWait()); err != nil {
 		return nil, err
 	}
+	if start.After != nil && !f.LiveSince.IsZero() {
+		// A position of a record the feed no longer keeps is refused below,
+		// by the hub.
+		if at, ok := s.store.PositionTime(*start.After); ok {
+			if err := store.CheckResume(f, at, s.catalog.RecreateWait()); err != nil {
+				return nil, err
+			}
+		}
+	}
 	sub, err := s.hub.Subscribe(ctx, store.List{Feature: f, EntityID: q.EntityID}, start)
 	if err != nil {
 		return nil, err

@@ -166,6 +166,16 @@ func (s *Store) CheckPosition(_ context.Context, p store.Position) error {
 	return nil
 }
 
+// PositionTime is the time of the record position's time UUID, by the
+// cluster's clock.
+func (s *Store) PositionTime(p store.Position) (time.Time, bool) {
+	t, ok := s.tickOf(p.Record)
+	if !ok {
+		return time.Time{}, false
+	}
+	return timeOf(t), true
+}
+
 // WaitFeed waits one poll: a cluster does not say when a record comes.
 func (s *Store) WaitFeed(ctx context.Context, _ store.Position) error {
 	t := time.NewTimer(s.cfg.Feed.Poll)

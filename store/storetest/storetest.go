@@ -1197,7 +1197,8 @@ func testFeed(t *testing.T, h *harness) {
 
 // ListFeed gives one list's records after a position up to another, in
 // the feed's order: from the middle of a record, the whole record (the
-// reader skips what it has); a position is a place to resume from.
+// reader skips what it has); a position is a place to resume from, and
+// says when its record was recorded.
 func testListFeed(t *testing.T, h *harness) {
 	f := h.live(h.feature("feed", "", time.Hour))
 	l, other := h.list(f, "resumed"), h.list(f, "other")
@@ -1244,6 +1245,14 @@ func testListFeed(t *testing.T, h *harness) {
 	foreign := store.Position{Record: "z" + strings.Repeat("\x01", 16), Item: 3}
 	if err := h.s.CheckPosition(h.ctx, foreign); !errors.Is(err, errkind.PositionExpired) {
 		t.Fatalf("CheckPosition of another store's position = %v, want PositionExpired", err)
+	}
+	for _, c := range all {
+		if at, ok := h.s.PositionTime(c.After(0)); !ok || at.Sub(c.At).Abs() > time.Millisecond {
+			t.Fatalf("PositionTime of a record of %v = %v, %v", c.At, at, ok)
+		}
+	}
+	if _, ok := h.s.PositionTime(foreign); ok {
+		t.Fatal("PositionTime of another store's position: known")
 	}
 }
 
