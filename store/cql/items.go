@@ -201,6 +201,9 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 // so a record may be written for items that were not, as an add that
 // fails may have been applied; the client's retry makes it true.
 func (s *Store) write(ctx context.Context, b *gocql.Batch, l store.List, writes []store.Write) error {
+	if err := ctx.Err(); err != nil {
+		return err // past its deadline, an add writes nothing, record included
+	}
 	if !l.Feature.Live {
 		return classify("adding list items", s.session.ExecuteBatch(b))
 	}

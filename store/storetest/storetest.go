@@ -1084,7 +1084,7 @@ func testRecreateAtOnce(t *testing.T, h *harness) {
 }
 
 // Reads and writes of a context that has ended fail with its error, and
-// write nothing.
+// write nothing: no items, and for a live feature no record.
 func testEndedContext(t *testing.T, h *harness) {
 	l := h.list(h.feature("f", "", day), "u1")
 	h.tenItems(l)
@@ -1100,6 +1100,17 @@ func testEndedContext(t *testing.T, h *harness) {
 		t.Fatalf("an add: %v", err)
 	}
 	equal(t, "found late", h.find(l, 0, "late"), []string{""})
+	live := h.list(h.live(h.feature("live", "", day)), "u1")
+	head, err := h.s.FeedHead(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.s.AddItems(ctx, live, []store.NewItem{item(time.Now(), "late")}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("an add to a live feature: %v", err)
+	}
+	h.add(live, item(time.Now(), "marker"))
+	got, _ := h.readFeed(head, func(id store.ListID) bool { return id == live.ID() }, "marker")
+	equal(t, "records after an add whose context ended", values(got), []string{"marker"})
 }
 
 // readFeed reads the feed from `from` until a record holding marker has
