@@ -82,7 +82,7 @@ func TestJWKSAuthenticatesThroughTheGateway(t *testing.T) {
 
 	admin := token("k1", k1, "features:admin lists:write")      // Azure AD's scp: a string
 	reader := token("k1", k1, []string{"openid", "lists:read"}) // Okta's: a list
-	if status, body := postAs(t, base, admin, `mutation { createListFeature(input: {entityType: "user", name: "seen", valueType: STRING, ttlSeconds: 3600}) { key } }`); status != http.StatusOK || strings.Contains(body, "errors") {
+	if status, body := postAs(t, base, admin, `mutation { createListFeature(input: {entityType: "user", name: "seen", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`); status != http.StatusOK || strings.Contains(body, "errors") {
 		t.Fatalf("create with a JWKS-verified token: %d %s", status, body)
 	}
 

@@ -106,7 +106,7 @@ func launch(t *testing.T, opts telemetry.Options, log *slog.Logger, open storeOp
 
 // The walkthrough of the README, over HTTP, against a server started by run.
 func walkthrough(t *testing.T, base, entityType string) {
-	answer, out := gatewaytest.Post(t, base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "reading_history", valueType: STRING, ttlSeconds: 2592000}) { key } }`, entityType))
+	answer, out := gatewaytest.Post(t, base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "reading_history", valueType: STRING, ttlSeconds: 2592000, live: true}) { key } }`, entityType))
 	if answer.Status != http.StatusOK || out["errors"] != nil {
 		t.Fatalf("create: %d %v", answer.Status, out)
 	}

@@ -71,7 +71,7 @@ func TestShutdownEndsWhateverHangs(t *testing.T) {
 // catch-up hangs, on a WebSocket whose client never reads again.
 func hang(t *testing.T, base string, held *heldStore) {
 	t.Helper()
-	if a, out := gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`); out["errors"] != nil {
+	if a, out := gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`); out["errors"] != nil {
 		t.Fatalf("create: %s", a)
 	}
 	go gatewaytest.Send(http.DefaultClient, base, "", []byte(`{"query":"mutation { addListItems(list: {entityType: \"user\", entityId: \"u1\", feature: \"f\"}, items: [{value: \"a\"}]) { added } }"}`))

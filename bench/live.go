@@ -165,7 +165,7 @@ func (r *receiver) received() int {
 // createLive creates the feature "live" of a new entity type.
 func createLive(ctx context.Context, g *server) (string, error) {
 	entityType := fmt.Sprintf("live%d", time.Now().UnixNano()%1e9)
-	_, err := g.post(ctx, gql(fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "live", valueType: STRING, ttlSeconds: 3600}) { key } }`, entityType), nil))
+	_, err := g.post(ctx, gql(fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "live", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, entityType), nil))
 	return entityType, err
 }
 

@@ -120,7 +120,7 @@ func measure(ctx context.Context, c config) (*report, error) {
 
 	raw := rawCQL{session: session, keyspace: keyspace, feature: feature, writeFeature: writeFeature}
 	dbPid := databasePid(hosts)
-	if c.does("peers") {
+	if c.does("peers") || c.does("peeradds") {
 		if rep.Peers, rep.PeerFanOut, err = peers(ctx, c, keyspace, gw, raw, dbPid); err != nil {
 			return nil, err
 		}

@@ -48,7 +48,10 @@ type peerResult struct {
 	// Server CPU and p99 of each run, by round of the rotation.
 	RunServerCPUUs []float64 `json:"run_server_cpu_us_per_request"`
 	RunP99Ms       []float64 `json:"run_p99_ms"`
-	Errors         int       `json:"errors"`
+	// Database CPU and p50 of each run, for the adds' ratios.
+	RunDatabaseCPUUs []float64 `json:"run_database_cpu_us_per_request,omitempty"`
+	RunP50Ms         []float64 `json:"run_p50_ms,omitempty"`
+	Errors           int       `json:"errors"`
 }
 
 // peerFanOut compares one entities request for many lists through the
@@ -101,6 +104,9 @@ func peers(ctx context.Context, c config, keyspace string, gw *server, raw rawCQ
 	}
 	var out []peerResult
 	for _, size := range peerPages {
+		if !c.does("peers") {
+			break // peeradds alone
+		}
 		sides := []measured{ // in the order of peerServers
 			{meter{database: database}, full(size, raw.read(class, size))},
 			{meter{server: rest.cmd.Process.Pid, database: database}, full(size, restRead(rest, class, size))},
@@ -117,6 +123,14 @@ func peers(ctx context.Context, c config, keyspace string, gw *server, raw rawCQ
 				out = append(out, p)
 			}
 		}
+	}
+	adds, err := peerAdds(ctx, c, rest, gw, database)
+	if err != nil {
+		return nil, nil, err
+	}
+	out = append(out, adds...)
+	if !c.does("peers") {
+		return out, nil, nil
 	}
 	log("peers: one entities request for %d lists vs %d REST requests at once", fanOutLists, fanOutLists)
 	f := peersFanOut(ctx, c, rest, gw, database)
@@ -206,7 +220,7 @@ func newPeerResult(name string, size, inFlight int, rs []result) peerResult {
 		p50, p99 = append(p50, ms(r.percentile(0.5))), append(p99, ms(r.percentile(0.99)))
 		p.Errors += r.errors
 	}
-	p.RunServerCPUUs, p.RunP99Ms = cpu, p99
+	p.RunServerCPUUs, p.RunP99Ms, p.RunDatabaseCPUUs, p.RunP50Ms = cpu, p99, db, p50
 	p.ServerCPUUs, p.ClientCPUUs, p.DatabaseCPUUs = medianOf(cpu), medianOf(client), medianOf(db)
 	p.ReqPerSec, p.ItemsPerSec, p.P50Ms, p.P99Ms = medianOf(reqs), medianOf(items), medianOf(p50), medianOf(p99)
 	return p

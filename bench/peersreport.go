@@ -40,6 +40,10 @@ func (r *report) writePeers(b *strings.Builder) {
 	if len(r.Peers) == 0 {
 		return
 	}
+	if r.peer(gwPeer, peerPages[0], 1).Server == "" {
+		r.writePeerAdds(b) // --only peeradds
+		return
+	}
 	busy := r.Concurrency
 	b.WriteString("## GraphQL against REST and stock gqlgen\n\n")
 	b.WriteString("What does the gateway's GraphQL cost against the REST service a team would otherwise write by hand, and against a plain gqlgen server? Four servers read the same pages of the 1,000-item lists, drawn Zipf-like, newest first: each item's value, timestamp and cursor, and whether more follow with the next page's cursor (`items { value timestamp cursor } hasMore endCursor` in GraphQL). Before measuring, the benchmark checks that the REST peer, the gateway and stock gqlgen answer a page with the same JSON.\n\n")
@@ -99,4 +103,52 @@ func (r *report) writePeers(b *strings.Builder) {
 		target(fmt.Sprintf("one %d-list entities request ≤ 0.50 × the server CPU of %d REST requests", f.Lists, f.Lists), fanOutCPU, 0.50)
 	}
 	b.WriteString("\n")
+	r.writePeerAdds(b)
+}
+
+// writePeerAdds writes the adds of the peer table, their ratios against
+// the REST peer and the targets.
+func (r *report) writePeerAdds(b *strings.Builder) {
+	if r.peer(restAddPeer, peerAddSizes[0], 1).Server == "" {
+		return
+	}
+	busy := r.Concurrency
+	b.WriteString("### Adds\n\n")
+	fmt.Fprintf(b, "The same servers adding 1 or 10 items of random values to the 1,000 write lists (empty when the run begins), drawn Zipf-like. **REST add**: the peer's `POST /lists/{entityType}/{entityId}/{feature}` with `{\"items\":[{\"value\"}]}`, one logged batch of INSERTs with each item's TTL into the list's partition. **gateway add**: `addListItems` to a feature that is not live (one batch, as the peer's) and to one that is (the batch and the change record written at once). Database CPU per request is the Cassandra process's user and system CPU (from /proc) over a run, divided by its requests. Medians of %d runs of %s, the three taking turns.\n\n", r.Runs, r.PeerDuration)
+	fmt.Fprintf(b, "| items per add | server | server CPU µs/request: 1 / %d in flight | database CPU µs/request: 1 / %d in flight | requests/s: 1 / %d in flight | p50 / p99 ms, 1 in flight | p50 / p99 ms, %d in flight | errors |\n|---|---|---|---|---|---|---|---|\n", busy, busy, busy, busy)
+	for _, n := range peerAddSizes {
+		for _, server := range peerAddServers {
+			one, many := r.peer(server, n, 1), r.peer(server, n, busy)
+			fmt.Fprintf(b, "| %d | %s | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.2f / %.2f | %.2f / %.2f | %d |\n",
+				n, server, one.ServerCPUUs, many.ServerCPUUs, one.DatabaseCPUUs, many.DatabaseCPUUs, one.ReqPerSec, many.ReqPerSec,
+				one.P50Ms, one.P99Ms, many.P50Ms, many.P99Ms, one.Errors+many.Errors)
+		}
+	}
+	fmt.Fprintf(b, "\n| items per add | feature | server CPU, gateway ÷ REST, %d in flight (runs) | database CPU, gateway ÷ REST, %d in flight (runs) | p50 at 1 in flight, gateway ÷ REST (runs) |\n|---|---|---|---|---|\n", busy, busy)
+	type limits struct{ cpu, db, p50 float64 }
+	var targets []string
+	for _, n := range peerAddSizes {
+		rest, rest1 := r.peer(restAddPeer, n, busy), r.peer(restAddPeer, n, 1)
+		for _, side := range []struct {
+			server, what string
+			limits
+		}{{gwAddPeer, "not live", limits{1.2, 1.1, 1.2}}, {gwLiveAddPeer, "live", limits{1.4, 1.6, 1.2}}} {
+			gw, gw1 := r.peer(side.server, n, busy), r.peer(side.server, n, 1)
+			cpu, cpuText := ratio(gw.RunServerCPUUs, rest.RunServerCPUUs)
+			db, dbText := ratio(gw.RunDatabaseCPUUs, rest.RunDatabaseCPUUs)
+			p50, p50Text := ratio(gw1.RunP50Ms, rest1.RunP50Ms)
+			fmt.Fprintf(b, "| %d | %s | %s | %s | %s |\n", n, side.what, cpuText, dbText, p50Text)
+			met := func(v, limit float64) string {
+				if v > 0 && v <= limit {
+					return "yes"
+				}
+				return "no"
+			}
+			targets = append(targets,
+				fmt.Sprintf("| adds of %d, %s: server CPU ≤ %.1f × REST | %.2f | %s |", n, side.what, side.cpu, cpu, met(cpu, side.cpu)),
+				fmt.Sprintf("| adds of %d, %s: database CPU ≤ %.1f × REST | %.2f | %s |", n, side.what, side.db, db, met(db, side.db)),
+				fmt.Sprintf("| adds of %d, %s: p50 at 1 in flight ≤ %.1f × REST | %.2f | %s |", n, side.what, side.p50, p50, met(p50, side.p50)))
+		}
+	}
+	fmt.Fprintf(b, "\nThe maintainers' targets for adds, from this run (CPU at %d in flight):\n\n| target | measured | met |\n|---|---|---|\n%s\n\n", busy, strings.Join(targets, "\n"))
 }

@@ -98,6 +98,16 @@ func (g *server) post(ctx context.Context, body []byte) ([]byte, error) {
 	return b, err
 }
 
+// postTo sends a JSON body to path and returns the body.
+func (g *server) postTo(ctx context.Context, path string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return g.do(req)
+}
+
 // get sends a GET request for path and returns the body.
 func (g *server) get(ctx context.Context, path string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.base+path, nil)

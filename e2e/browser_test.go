@@ -161,7 +161,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	began := time.Now()
 	ctx := browser(t)
 	base := startGateway(t).base
-	gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "reading_history", valueType: STRING, ttlSeconds: 2592000}) { key } }`)
+	gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "reading_history", valueType: STRING, ttlSeconds: 2592000, live: true}) { key } }`)
 	hour := time.Now().UTC().Truncate(time.Hour)
 	gatewaytest.Post(t, base, "", fmt.Sprintf(`mutation { addListItems(list: {entityType: "user", entityId: "u1", feature: "reading_history"},
 		items: [{value: "story1", timestamp: %q}, {value: "story2", timestamp: %q}]) { added } }`,
@@ -267,7 +267,7 @@ func TestPlaygroundSubscriptionInBrowser(t *testing.T) {
 	base := startGateway(t,
 		"LISTGATE_API_KEYS=playground "+hex.EncodeToString(sum[:])+" lists:read,lists:write,features:admin",
 	).base
-	requestAs(t, base, key, `mutation { createListFeature(input: {entityType: "user", name: "reading_history", valueType: STRING, ttlSeconds: 2592000}) { key } }`, nil)
+	requestAs(t, base, key, `mutation { createListFeature(input: {entityType: "user", name: "reading_history", valueType: STRING, ttlSeconds: 2592000, live: true}) { key } }`, nil)
 
 	log := watch(ctx)
 	run := func(what string, actions ...chromedp.Action) {

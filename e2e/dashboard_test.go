@@ -379,7 +379,7 @@ func (l *dashboardLoad) subscriptions() {
 	t := l.t
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l.want("", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "live", valueType: STRING, ttlSeconds: 3600}) { key } }`, l.entityType))
+	l.want("", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "live", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, l.entityType))
 	watching := l.subscribe(ctx, "live", "u-sub")
 	t.Cleanup(func() { watching.CloseNow() })
 	waitMetric(t, l.g.base, "listgate_subscription_lists_watched", 1, 10*time.Second)

@@ -216,7 +216,7 @@ func listVars(entityType, entityID string, more ...any) map[string]any {
 // items kept a day.
 func createFeature(t *testing.T, g *gateway, entityType string) {
 	t.Helper()
-	g.mustOK(fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 86400}) { key } }`, entityType), nil)
+	g.mustOK(fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 86400, live: true}) { key } }`, entityType), nil)
 }
 
 // stamp is a timestamp d from now, as a client sends it.

@@ -119,7 +119,7 @@ func TestLiveListsAcrossTwoGateways(t *testing.T) {
 	a := startGateway(t, append(env, "LISTGATE_MIGRATE=true")...)
 	b := startGateway(t, append(env, "LISTGATE_MAX_SUBSCRIPTIONS_PER_CALLER=2000")...)
 	entityType := fmt.Sprintf("live%d", time.Now().UnixNano()%1e9)
-	requestAs(t, a.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, entityType), nil)
+	requestAs(t, a.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, entityType), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := subscribeMany(t, ctx, b.base, conns, func(c int) map[string]map[string]any {
@@ -239,7 +239,7 @@ func TestWritersWithWrongClocks(t *testing.T) {
 		}
 	}
 	entityType := fmt.Sprintf("skew%d", time.Now().UnixNano()%1e9)
-	requestAs(t, reader.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, entityType), nil)
+	requestAs(t, reader.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, entityType), nil)
 	vars := map[string]any{"t": entityType, "id": "u1", "f": "f"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -280,7 +280,7 @@ func TestWritersWithWrongClocks(t *testing.T) {
 func TestShutdownWhileClientsResubscribe(t *testing.T) {
 	const shutdownTimeout = 5 * time.Second
 	g := startGateway(t, "LISTGATE_SHUTDOWN_TIMEOUT="+shutdownTimeout.String())
-	requestAs(t, g.base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, nil)
+	requestAs(t, g.base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -350,7 +350,7 @@ func TestNonReadingClientStaysBounded(t *testing.T) {
 		rssBound    = memoryLimit + 64<<20
 	)
 	g := startGateway(t, "LISTGATE_SUBSCRIPTION_SLOW_TIMEOUT=2s", "LISTGATE_MEMORY_LIMIT=256MiB")
-	requestAs(t, g.base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, nil)
+	requestAs(t, g.base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, nil)
 	began := time.Now().Add(-10 * time.Minute)
 	for i := 0; i < items; i += 25 {
 		var batch [][2]string
@@ -413,7 +413,7 @@ func TestIdleWatchedListsCostLittle(t *testing.T) {
 			}
 			g := startGateway(t, env...)
 			entityType := fmt.Sprintf("idle%d", time.Now().UnixNano()%1e9)
-			requestAs(t, g.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, entityType), nil)
+			requestAs(t, g.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, entityType), nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			subscribeMany(t, ctx, g.base, conns, func(c int) map[string]map[string]any {
@@ -463,4 +463,66 @@ func cpuOf(t *testing.T, pid int) time.Duration {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// Two gateways on Cassandra whose catalogs may lag by --feature-refresh: a
+// feature is made live through A while B, which already knows it as not
+// live, adds to it without recording. A subscription is refused, CONFLICT
+// with the seconds to wait, until --feature-staleness and the clock skew
+// allowance after the switch; then one on B and one on A get every item
+// added through B after they started, and nothing added before.
+func TestMadeLiveAcrossTwoGateways(t *testing.T) {
+	hosts := strings.Join(cqltest.Hosts(t), ",")
+	env := []string{"LISTGATE_CQL_HOSTS=" + hosts, "LISTGATE_CQL_KEYSPACE=fleet", "LISTGATE_FEATURE_STALENESS=6s", "LISTGATE_FEATURE_REFRESH=2s"}
+	a := startGateway(t, append(env, "LISTGATE_MIGRATE=true")...)
+	b := startGateway(t, env...)
+	entityType := fmt.Sprintf("made%d", time.Now().UnixNano()%1e9)
+	requestAs(t, a.base, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600}) { live } }`, entityType), nil)
+	addItems(t, b.base, "", entityType, "u1", "f", [2]string{"before", ""}) // B knows it, not live
+	requestAs(t, a.base, "", fmt.Sprintf(`mutation { setListFeatureLive(entityType: %q, name: "f", live: true) { live } }`, entityType), nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	vars := map[string]any{"t": entityType, "id": "u1", "f": "f"}
+	conn, err := wsclient.Dial(ctx, a.base, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Subscribe(ctx, "early", listItemsAdded, vars); err != nil {
+		t.Fatal(err)
+	}
+	m, err := conn.Read(ctx)
+	refused := time.Now()
+	if err != nil || !strings.Contains(string(m.Payload), "CONFLICT") || !strings.Contains(string(m.Payload), "subscribe in ") {
+		t.Fatalf("a subscription just after the switch: %s %s, %v; want CONFLICT and the seconds to wait", m.Type, m.Payload, err)
+	}
+	var wait int
+	if _, err := fmt.Sscanf(string(m.Payload)[strings.Index(string(m.Payload), "subscribe in ")+len("subscribe in "):], "%d", &wait); err != nil || wait < 1 || wait > 11 {
+		t.Fatalf("the wait in %s: %d, %v; want 1 to 11 s (--feature-staleness 6 s and 5 s of skew)", m.Payload, wait, err)
+	}
+	// B adds without recording for as long as its snapshot predates the
+	// switch: what the wait covers.
+	for deadline := refused.Add(time.Duration(wait) * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		addItems(t, b.base, "", entityType, "u1", "f", [2]string{"meanwhile", ""})
+	}
+	subs := map[string]map[string]any{"s": vars}
+	onB := subscribeMany(t, ctx, b.base, 1, func(int) map[string]map[string]any { return subs })
+	onA := subscribeMany(t, ctx, a.base, 1, func(int) map[string]map[string]any { return subs })
+	want := []string{"after 1", "after 2", "after 3"}
+	for _, v := range want {
+		addItems(t, b.base, "", entityType, "u1", "f", [2]string{v, ""})
+	}
+	for _, l := range []*live{onB, onA} {
+		l.await(t, len(want), 30*time.Second)
+		l.mu.Lock()
+		var got []string
+		for _, it := range l.items["0/s"] {
+			got = append(got, it.value)
+		}
+		l.mu.Unlock()
+		if !slices.Equal(got, want) {
+			t.Errorf("received %q, want %q", got, want)
+		}
+	}
 }

@@ -436,7 +436,7 @@ func TestGraphQLWSClientAcrossGateways(t *testing.T) {
 	a := startGateway(t, append(env, "LISTGATE_MIGRATE=true")...).base
 	b := startGateway(t, env...).base
 	entityType := fmt.Sprintf("subs%d", time.Now().UnixNano()%1e9)
-	requestAs(t, b, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, entityType), nil)
+	requestAs(t, b, "", fmt.Sprintf(`mutation { createListFeature(input: {entityType: %q, name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, entityType), nil)
 	adds := map[string]added{}
 	add := func(items ...[2]string) {
 		t.Helper()
@@ -565,7 +565,7 @@ func TestGraphQLWSClientRefusals(t *testing.T) {
 	hash := func(k string) string { h := sha256.Sum256([]byte(k)); return hex.EncodeToString(h[:]) }
 	g := startGateway(t, "LISTGATE_CORS_ORIGINS=https://app.example.com",
 		fmt.Sprintf("LISTGATE_API_KEYS=reader %s lists:read;writer %s lists:write,features:admin", hash(keys["reader"]), hash(keys["writer"])))
-	requestAs(t, g.base, keys["writer"], `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`, nil)
+	requestAs(t, g.base, keys["writer"], `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, nil)
 	vars := map[string]any{"t": "user", "id": "u1", "f": "f"}
 
 	// events reads the events of one connection until its subscription

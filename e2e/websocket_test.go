@@ -103,7 +103,7 @@ func TestWebSocketGivesBackWhatEachOperationHolds(t *testing.T) {
 // another address subscribes and receives an item meanwhile.
 func TestIdleWebSocketsKeepNoSubscriberOut(t *testing.T) {
 	g := startGateway(t, "LISTGATE_MAX_WEBSOCKETS=1000")
-	g.mustOK(`mutation { createListFeature(input: {entityType: "user", name: "seen", valueType: STRING, ttlSeconds: 3600}) { key } }`, nil)
+	g.mustOK(`mutation { createListFeature(input: {entityType: "user", name: "seen", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var mu sync.Mutex

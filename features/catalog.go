@@ -425,7 +425,8 @@ func (c *Catalog) CreateVersion(ctx context.Context, entityType, name, version s
 }
 
 // VersionChanges are what a new version of a feature changes of the one
-// it is made from; nil keeps that one's.
+// it is made from; nil keeps that one's. A version is live as the one it
+// is made from.
 type VersionChanges struct {
 	TTL         *time.Duration
 	Description *string
@@ -435,7 +436,7 @@ type VersionChanges struct {
 // Apply makes version of base, with the changes.
 func (ch VersionChanges) Apply(base store.Feature, version string) store.Feature {
 	f := store.Feature{EntityType: base.EntityType, Name: base.Name, Version: version, ValueType: base.ValueType,
-		TTL: base.TTL, Description: base.Description, MaxItems: base.MaxItems}
+		TTL: base.TTL, Description: base.Description, MaxItems: base.MaxItems, Live: base.Live}
 	if ch.TTL != nil {
 		f.TTL = *ch.TTL
 	}
@@ -446,6 +447,16 @@ func (ch VersionChanges) Apply(base store.Feature, version string) store.Feature
 		f.MaxItems = *ch.MaxItems
 	}
 	return f
+}
+
+// SetLive makes one version of a feature live or not.
+func (c *Catalog) SetLive(ctx context.Context, entityType, name, version string, live bool) (store.Feature, error) {
+	f, err := c.store.SetFeatureLive(ctx, entityType, name, version, live)
+	if err != nil {
+		return store.Feature{}, err
+	}
+	c.refreshAfterChange(ctx)
+	return f, nil
 }
 
 // Delete deletes every version of a feature and returns how many there were.

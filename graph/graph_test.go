@@ -150,10 +150,12 @@ func (g *gateway) fails(query string, vars map[string]any, code, contains string
 	return errs[0]
 }
 
+// createFeature creates a live feature: the tests of this package
+// subscribe to most of the features they create.
 func (g *gateway) createFeature(name, valueType string, ttlSeconds int) {
 	g.t.Helper()
 	g.ok(`mutation($name: String!, $vt: ValueType!, $ttl: Int!) {
-		createListFeature(input: {entityType: "$type", name: $name, valueType: $vt, ttlSeconds: $ttl}) { key }
+		createListFeature(input: {entityType: "$type", name: $name, valueType: $vt, ttlSeconds: $ttl, live: true}) { key }
 	}`, map[string]any{"name": name, "vt": valueType, "ttl": ttlSeconds}, nil)
 }
 

@@ -62,6 +62,15 @@ func (r *mutationResolver) CreateListFeatureVersion(ctx context.Context, entityT
 	return model.ListFeatureOf(&f), nil
 }
 
+// SetListFeatureLive is the resolver for the setListFeatureLive field.
+func (r *mutationResolver) SetListFeatureLive(ctx context.Context, entityType string, name string, version *string, live bool) (*model.ListFeature, error) {
+	f, err := r.lists.SetFeatureLive(ctx, entityType, name, deref(version), live)
+	if err != nil {
+		return nil, err
+	}
+	return model.ListFeatureOf(&f), nil
+}
+
 // DeleteListFeature is the resolver for the deleteListFeature field.
 func (r *mutationResolver) DeleteListFeature(ctx context.Context, entityType string, name string) (*int32, error) {
 	n, err := r.lists.DeleteFeature(ctx, entityType, name)

@@ -453,3 +453,64 @@ func awaitGoroutines(t *testing.T, want int) {
 		}
 	}
 }
+
+// A feature is created not live unless asked, and shows it; a version is
+// live as the one it is made from. A subscription to a feature that is not
+// live is refused, BAD_USER_INPUT, naming it and how to make it live; one
+// to a feature made live less than --feature-staleness and the clock skew
+// allowance ago is refused, CONFLICT, with the seconds to wait; one to a
+// feature created live starts at once, and ends, BAD_USER_INPUT, once the
+// feature is made not live. setListFeatureLive refuses a feature that
+// does not exist.
+func TestSubscriptionsNeedALiveFeature(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s store.Store) {
+		m, metered := withMeters(t)
+		g, srv := subscriptionGateway(t, s, metered)
+		g.ok(`mutation { createListFeature(input: {entityType: "$type", name: "quiet", valueType: STRING, ttlSeconds: 3600}) { live } }`, nil, nil)
+		var created struct{ CreateListFeature, CreateListFeatureVersion struct{ Live bool } }
+		g.ok(`mutation { createListFeature(input: {entityType: "$type", name: "born", valueType: STRING, ttlSeconds: 3600, live: true}) { live }
+			createListFeatureVersion(entityType: "$type", name: "born", version: "v2") { live } }`, nil, &created)
+		if !created.CreateListFeature.Live || !created.CreateListFeatureVersion.Live {
+			t.Fatalf("created live, and a version of it: %+v", created)
+		}
+		var listed struct{ ListFeature struct{ Live bool } }
+		g.ok(`{ listFeature(entityType: "$type", name: "quiet") { live } }`, nil, &listed)
+		if listed.ListFeature.Live {
+			t.Fatal("a feature created without live is live")
+		}
+		c, _, err := dial(t, srv.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.init("")
+		subscribe := func(id, feature string) {
+			c.subscribe(id, fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u1", feature: %q) { value } }`, g.entityType, feature))
+		}
+		subscribe("quiet", "quiet")
+		if f := c.failure("quiet"); !strings.Contains(f, "BAD_USER_INPUT") || !strings.Contains(f, g.entityType+"#quiet|") || !strings.Contains(f, "setListFeatureLive") {
+			t.Fatalf("a subscription to a feature that is not live: %s", f)
+		}
+		g.fails(`mutation { setListFeatureLive(entityType: "$type", name: "missing", live: true) { live } }`, nil, "NOT_FOUND", "missing")
+		var set struct{ SetListFeatureLive struct{ Live bool } }
+		g.ok(`mutation { setListFeatureLive(entityType: "$type", name: "quiet", live: true) { live } }`, nil, &set)
+		if !set.SetListFeatureLive.Live {
+			t.Fatal("setListFeatureLive(live: true) answered not live")
+		}
+		subscribe("soon", "quiet")
+		if f := c.failure("soon"); !strings.Contains(f, "CONFLICT") || !strings.Contains(f, "subscribe in 6") || !strings.Contains(f, "--feature-staleness") {
+			t.Fatalf("a subscription to a feature made live just now: %s", f)
+		}
+
+		subscribe("born", "born")
+		m.await(1, "listgate.subscriptions.active")
+		g.add("u1", "born", item{"a", ""})
+		if id, v, _ := c.item(); id != "born" || v != "a" {
+			t.Fatalf("got %s of %s, want a of born", v, id)
+		}
+		g.ok(`mutation { setListFeatureLive(entityType: "$type", name: "born", live: false) { live } }`, nil, nil)
+		if f := c.failure("born"); !strings.Contains(f, "BAD_USER_INPUT") || !strings.Contains(f, "made not live") {
+			t.Fatalf("a subscription to a feature made not live: %s", f)
+		}
+		m.await(0, "listgate.subscriptions.active")
+	})
+}

@@ -135,3 +135,18 @@ func (s *Service) DeleteVersion(ctx context.Context, entityType, name, version s
 	}
 	return s.catalog.DeleteVersion(ctx, entityType, name, version)
 }
+
+// SetFeatureLive makes one version of a feature live or not. While a
+// mutation operation is checked, it checks that the feature exists.
+func (s *Service) SetFeatureLive(ctx context.Context, entityType, name, version string, live bool) (store.Feature, error) {
+	if checking(ctx) {
+		f, err := s.feature(ctx, entityType, name, version)
+		if err != nil {
+			return store.Feature{}, err
+		}
+		v := *f
+		v.Live = live
+		return v, nil
+	}
+	return s.catalog.SetLive(ctx, entityType, name, version, live)
+}

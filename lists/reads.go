@@ -198,6 +198,21 @@ func (s *Service) Watch(ctx context.Context, q WatchQuery) (*Watch, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !f.Live {
+		return nil, store.NotLive(f)
+	}
+	if err := store.CheckLiveSince(f, s.now(), s.catalog.RecreateWait()); err != nil {
+		return nil, err
+	}
+	if start.After != nil && !f.LiveSince.IsZero() {
+		// A position of a record the feed no longer keeps is refused below,
+		// by the hub.
+		if at, ok := s.store.PositionTime(*start.After); ok {
+			if err := store.CheckResume(f, at, s.catalog.RecreateWait()); err != nil {
+				return nil, err
+			}
+		}
+	}
 	sub, err := s.hub.Subscribe(ctx, store.List{Feature: f, EntityID: q.EntityID}, start)
 	if err != nil {
 		return nil, err
@@ -226,11 +241,19 @@ func (w *Watch) Next(ctx context.Context) (watch.Delivery, error) {
 func (w *Watch) Sent(d watch.Delivery) { w.sub.Sent(d) }
 
 // current says whether a watched list's feature is still the one
-// subscribed to: one deleted, or created again, ends its watches.
+// subscribed to: one deleted, or created again, ends its watches. So does
+// one made not live, as soon as this gateway sees it: another gateway may
+// have stopped recording its adds since the change was written, so the
+// subscription can no longer promise every add, and says so at once
+// rather than miss some silently.
 func (s *Service) current(l store.List) error {
 	f := l.Feature
-	if now := s.catalog.Known(f.EntityType, f.Name, f.Version); now == nil || !now.CreatedAt.Equal(f.CreatedAt) {
+	now := s.catalog.Known(f.EntityType, f.Name, f.Version)
+	if now == nil || !now.CreatedAt.Equal(f.CreatedAt) {
 		return fmt.Errorf("feature %s: %w: it was deleted, or created again, since the subscription began; subscribe again", f.Key(), errkind.NotFound)
+	}
+	if !now.Live {
+		return fmt.Errorf("%w feature %s: it was made not live since the subscription began, so its adds are no longer recorded; make it live again (setListFeatureLive), then read the list and subscribe without a position", errkind.Invalid, f.Key())
 	}
 	return nil
 }

@@ -13,8 +13,10 @@ import (
 	"github.com/listgate/listgate/store/keys"
 )
 
-// The change feed. Every add a store acknowledges is also a record of the
-// store's change feed: what the add wrote, to which list, at a position.
+// The change feed. Every add to a live feature (Feature.Live) a store
+// acknowledges is also a record of the store's change feed: what the add
+// wrote, to which list, at a position; an add to one that is not live is
+// not, and costs no more than its items.
 // Subscriptions to live lists follow the feed, not the lists: an item is
 // delivered because it was added, whatever its timestamp, and a list
 // nobody adds to costs nothing to watch. Writers that bypass the store
@@ -134,6 +136,22 @@ type Follower interface {
 	// else PositionExpired (a position of another feed, older than the
 	// feed keeps, or ahead of it).
 	CheckPosition(ctx context.Context, p Position) error
+	// PositionTime is when the record of p was recorded; false when the
+	// feed cannot tell (a position of another feed, or of a record no
+	// longer kept).
+	PositionTime(p Position) (time.Time, bool)
+}
+
+// CheckResume says whether a subscription to f may resume after a
+// position recorded at `at`: not from before f was last made live and
+// every gateway had seen it (wait after LiveSince), since the adds of
+// that time were not all recorded.
+func CheckResume(f *Feature, at time.Time, wait time.Duration) error {
+	if f.LiveSince.IsZero() || !at.Before(f.LiveSince.Add(wait)) {
+		return nil
+	}
+	return PositionExpired(fmt.Sprintf("feature %s was made live at %s, after this position, and not every add of before %s was recorded", f.Key(),
+		f.LiveSince.UTC().Format(time.RFC3339), f.LiveSince.Add(wait).UTC().Format(time.RFC3339)))
 }
 
 // ChangeOf is the record of an add's writes, its items oldest first (in

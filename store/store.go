@@ -54,6 +54,16 @@ type Feature struct {
 	// shown. 0 for a feature never re-created, whose reads ask for no
 	// write times.
 	ItemsSince int64
+	// Live says whether its adds are recorded in the change feed, so that
+	// subscriptions may follow its lists: recording costs each add a
+	// second write, paid only for the features that need it. Features
+	// stored before the flag existed read as live.
+	Live bool
+	// LiveSince is when SetFeatureLive last made it live; zero when it is
+	// live since its creation (every gateway that knows it records), or
+	// not live. Until every gateway has seen the change, one may still add
+	// without recording: CheckLiveSince.
+	LiveSince time.Time
 }
 
 // Key is the feature key "$entityType#$name|$version".
@@ -202,6 +212,10 @@ type Store interface {
 	// DeleteFeature deletes one version of a feature; false if it did not
 	// exist. Its items are left to expire.
 	DeleteFeature(ctx context.Context, entityType, name, version string) (bool, error)
+	// SetFeatureLive makes one version of a feature live or not, setting
+	// LiveSince when it becomes live; errkind.NotFound if it does not
+	// exist. It changes nothing when the feature already is as asked.
+	SetFeatureLive(ctx context.Context, entityType, name, version string, live bool) (Feature, error)
 
 	// Items reads one page of a list, newest first (ReadPage).
 	Items(ctx context.Context, l List, r Range) (Page, error)
@@ -217,7 +231,8 @@ type Store interface {
 	// than limit rows, and says where the next call starts (ReadSince).
 	Since(ctx context.Context, l List, from string, limit int) (SincePage, error)
 	// AddItems writes items into a list, all or nothing, and trims a
-	// capped list (ShouldTrim).
+	// capped list (ShouldTrim); for a live feature it also records the add
+	// in the change feed, and for one that is not it writes nothing more.
 	AddItems(ctx context.Context, l List, items []NewItem) (AddResult, error)
 	// RemoveValues removes every item of a list in a window holding one
 	// of the values, and returns how many there were, looking at no more
@@ -226,7 +241,7 @@ type Store interface {
 	// RemoveAll empties a list.
 	RemoveAll(ctx context.Context, l List) error
 
-	// Follower: every add also records a Change, after its items.
+	// Follower: every add to a live feature also records a Change.
 	Follower
 
 	// ExpiryCap is the latest expiry date the store can keep.
@@ -258,6 +273,28 @@ func CheckRecreate(old, f *Feature, deletedAt, now time.Time, wait time.Duration
 			f.Key(), errkind.Conflict, now.Sub(deletedAt).Round(time.Second), int(left.Seconds()+0.999))
 	}
 	return nil
+}
+
+// CheckLiveSince says whether a subscription to f may start at now: a
+// feature made live less than wait ago (--feature-staleness and the clock
+// skew allowance) may still be added to, without a record, by a gateway
+// whose snapshot has not seen the change yet, so a subscription could miss
+// an add made after it started.
+func CheckLiveSince(f *Feature, now time.Time, wait time.Duration) error {
+	if f.LiveSince.IsZero() {
+		return nil
+	}
+	if left := f.LiveSince.Add(wait).Sub(now); left > 0 {
+		return fmt.Errorf("feature %s: %w: it was made live %s ago, and a gateway that has not yet seen that could still add to it without recording the add: subscribe in %d s (--feature-staleness and 5 s of clock skew after it was made live)",
+			f.Key(), errkind.Conflict, now.Sub(f.LiveSince).Round(time.Second), int(left.Seconds()+0.999))
+	}
+	return nil
+}
+
+// NotLive is the error for a subscription to a feature that is not live.
+func NotLive(f *Feature) error {
+	return fmt.Errorf("%w feature %s: it is not live, so its adds are not recorded and cannot be followed; make it live with setListFeatureLive(entityType: %q, name: %q, version: %q, live: true) (or create it with live: true)",
+		errkind.Invalid, f.Key(), f.EntityType, f.Name, f.Version)
 }
 
 // FeatureExists is the error for creating a feature that exists.

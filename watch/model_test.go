@@ -404,7 +404,7 @@ func (m *model) recreate() {
 	m.goneMu.Lock()
 	m.gone[f.CreatedAt.UnixNano()] = true
 	m.goneMu.Unlock()
-	again, err := m.writer.CreateFeature(ctx, store.Feature{EntityType: f.EntityType, Name: f.Name, ValueType: f.ValueType, TTL: f.TTL})
+	again, err := m.writer.CreateFeature(ctx, store.Feature{EntityType: f.EntityType, Name: f.Name, ValueType: f.ValueType, TTL: f.TTL, Live: true})
 	if err != nil {
 		m.fatalf("create again: %v", err)
 	}

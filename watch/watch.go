@@ -1,6 +1,7 @@
 // Package watch delivers the items added to lists to the subscriptions
 // that watch them. It follows the store's change feed (store.Follower),
-// the record of every add, while it watches any list: so an item is
+// the record of every add to a live feature, while it watches any list
+// (subscriptions to others are refused above it): so an item is
 // delivered because it was added, whatever its timestamp, whichever
 // gateway added it, and whether or not a cap or its TTL has removed it
 // from the list since; a list nobody adds to costs nothing to watch.

@@ -90,7 +90,7 @@ func newEnv(t *testing.T, s store.Store, cfg func(*watch.Config)) *env {
 
 func feature(t *testing.T, s store.Store, maxItems int) *store.Feature {
 	f, err := s.CreateFeature(context.Background(), store.Feature{
-		EntityType: fmt.Sprintf("w%d_%d", time.Now().UnixNano()%1e9, seq.Add(1)), Name: "f", ValueType: store.String, TTL: 2 * time.Hour, MaxItems: maxItems})
+		EntityType: fmt.Sprintf("w%d_%d", time.Now().UnixNano()%1e9, seq.Add(1)), Name: "f", ValueType: store.String, TTL: 2 * time.Hour, MaxItems: maxItems, Live: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,18 @@
 // Command restpeer is the REST peer the benchmark compares the gateway
 // with: the service a team would otherwise hand-write, on net/http, gocql
-// and encoding/json, with one route:
+// and encoding/json, with two routes:
 //
-//	GET /lists/{entityType}/{entityId}/{feature}?version=&limit=&after=
+//	GET  /lists/{entityType}/{entityId}/{feature}?version=&limit=&after=
+//	POST /lists/{entityType}/{entityId}/{feature}?version=  {"items": [{"value": …, "timestamp": …}]}
 //
-// It answers the fields the gateway answers for
+// The first answers the fields the gateway answers for
 // listItems { items { value timestamp cursor } hasMore endCursor }, read
-// with the CQL store's statement over a session set up as the store's.
+// with the CQL store's statement over a session set up as the store's. The
+// second adds items as addListItems does: one logged batch of INSERTs into
+// the list's partition, each with its item's TTL, answering {"added": n}.
 // Like a first hand-written service it knows only a feature's value type
-// (read once at start-up), not caps or features created again; the
-// benchmark's features have neither. It is bench-only: bench/ builds it,
+// and TTL (read once at start-up), not caps, features created again or
+// live lists; the benchmark's features have none. It is bench-only: bench/ builds it,
 // starts it on a free port and measures its process; listgate never
 // serves it.
 package main
@@ -59,7 +62,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer session.Close()
-	types, err := valueTypes(ctx, session, *keyspace)
+	types, err := readFeatures(ctx, session, *keyspace)
 	if err != nil {
 		return err
 	}
@@ -96,15 +99,23 @@ func openSession(hosts []string) (*gocql.Session, error) {
 	return cluster.CreateSession()
 }
 
-// valueTypes reads the value type of every live feature, by feature key.
-func valueTypes(ctx context.Context, session *gocql.Session, keyspace string) (map[string]store.ValueType, error) {
-	iter := session.Query("SELECT entity_type, name, version, value_type, deleted_at FROM " + keyspace + ".list_features").WithContext(ctx).Iter()
-	types := map[string]store.ValueType{}
+// feature is what the peer knows of a feature.
+type feature struct {
+	valueType store.ValueType
+	ttl       time.Duration
+}
+
+// readFeatures reads the value type and TTL of every feature not deleted,
+// by feature key.
+func readFeatures(ctx context.Context, session *gocql.Session, keyspace string) (map[string]feature, error) {
+	iter := session.Query("SELECT entity_type, name, version, value_type, ttl_seconds, deleted_at FROM " + keyspace + ".list_features").WithContext(ctx).Iter()
+	types := map[string]feature{}
 	var entityType, name, version, valueType string
+	var ttl int
 	var deletedAt time.Time
-	for iter.Scan(&entityType, &name, &version, &valueType, &deletedAt) {
+	for iter.Scan(&entityType, &name, &version, &valueType, &ttl, &deletedAt) {
 		if deletedAt.IsZero() {
-			types[keys.FeatureKey(entityType, name, version)] = store.ValueType(valueType)
+			types[keys.FeatureKey(entityType, name, version)] = feature{store.ValueType(valueType), time.Duration(ttl) * time.Second}
 		}
 	}
 	if err := iter.Close(); err != nil {
@@ -113,21 +124,23 @@ func valueTypes(ctx context.Context, session *gocql.Session, keyspace string) (m
 	return types, nil
 }
 
-func newServer(session *gocql.Session, keyspace string, types map[string]store.ValueType) http.Handler {
+func newServer(session *gocql.Session, keyspace string, types map[string]feature) http.Handler {
 	l := &lists{
 		session: session,
 		types:   types,
 		read:    "SELECT item_key, value FROM " + keyspace + ".list_items WHERE feature_key = ? AND entity_id = ? AND item_key >= ? AND item_key < ? LIMIT ?",
+		insert:  "INSERT INTO " + keyspace + ".list_items (feature_key, entity_id, item_key, value) VALUES (?, ?, ?, ?) USING TTL ?",
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /lists/{entityType}/{entityId}/{feature}", l.items)
+	mux.HandleFunc("POST /lists/{entityType}/{entityId}/{feature}", l.add)
 	return mux
 }
 
 type lists struct {
-	session *gocql.Session
-	types   map[string]store.ValueType
-	read    string
+	session      *gocql.Session
+	types        map[string]feature
+	read, insert string
 }
 
 type item struct {
@@ -151,7 +164,8 @@ func (l *lists) items(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	featureKey := keys.FeatureKey(entityType, feature, q.Get("version"))
-	valueType, ok := l.types[featureKey]
+	f, ok := l.types[featureKey]
+	valueType := f.valueType
 	if !ok {
 		http.Error(w, "no feature "+featureKey, http.StatusNotFound)
 		return
@@ -206,6 +220,61 @@ func (l *lists) items(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(body)
+}
+
+// maxAdd bounds the items of one add, as --max-add-items does.
+const maxAdd = 1000
+
+// add writes items to a list: one logged batch into its partition, each
+// item with its TTL; a value is stored as the gateway stores it (STRING
+// features only: the benchmark's).
+func (l *lists) add(w http.ResponseWriter, r *http.Request) {
+	entityType, entityID, name, version := r.PathValue("entityType"), r.PathValue("entityId"), r.PathValue("feature"), r.URL.Query().Get("version")
+	if err := keys.ValidateList(entityType, name, version, entityID); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	featureKey := keys.FeatureKey(entityType, name, version)
+	f, ok := l.types[featureKey]
+	if !ok || f.valueType != store.String {
+		http.Error(w, "no STRING feature "+featureKey, http.StatusNotFound)
+		return
+	}
+	var in struct {
+		Items []struct {
+			Value     string     `json:"value"`
+			Timestamp *time.Time `json:"timestamp"`
+		} `json:"items"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&in); err != nil || len(in.Items) == 0 || len(in.Items) > maxAdd {
+		http.Error(w, fmt.Sprintf("a body of 1 to %d items", maxAdd), http.StatusBadRequest)
+		return
+	}
+	now := time.Now()
+	b := l.session.Batch(gocql.LoggedBatch).WithContext(r.Context())
+	for _, it := range in.Items {
+		ts := now.UnixNano()
+		if it.Timestamp != nil {
+			ts = it.Timestamp.UnixNano()
+		}
+		ttl, alive, err := keys.ItemTTL(ts, f.ttl, now, keys.ExpiryCap2038)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if alive {
+			value := []byte(it.Value)
+			b.Query(l.insert, featureKey, entityID, keys.ItemKey(ts, value), value, ttl)
+		}
+	}
+	if b.Size() > 0 {
+		if err := l.session.ExecuteBatch(b); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"added":%d}`, b.Size())
 }
 
 // jsonValue is a stored value as the gateway writes it: STRING as a

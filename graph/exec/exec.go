@@ -54,6 +54,7 @@ type EntityResolver interface {
 type MutationResolver interface {
 	CreateListFeature(ctx context.Context, input model.CreateListFeatureInput) (*model.ListFeature, error)
 	CreateListFeatureVersion(ctx context.Context, entityType string, name string, version string, ttlSeconds *int32, description *string, maxItems *int32) (*model.ListFeature, error)
+	SetListFeatureLive(ctx context.Context, entityType string, name string, version *string, live bool) (*model.ListFeature, error)
 	DeleteListFeature(ctx context.Context, entityType string, name string) (*int32, error)
 	DeleteListFeatureVersion(ctx context.Context, entityType string, name string, version string) (*bool, error)
 	AddListItems(ctx context.Context, list model.ListRefInput, items []model.ListItemInput) (*model.AddListItemsPayload, error)
@@ -247,6 +248,12 @@ type ListFeature {
   before an add trims it). Null: no cap.
   """
   maxItems: Int
+  """
+  Whether its lists are live: each add is also recorded in the change feed,
+  so that listItemsAdded can follow it, at the cost of a second write per
+  add. Subscriptions to a feature that is not live are refused.
+  """
+  live: Boolean!
 }
 
 "One item of a list."
@@ -357,6 +364,8 @@ input CreateListFeatureInput {
   description: String
   "Caps each list at its newest maxItems items: 1 to 100000; left out, no cap."
   maxItems: Int
+  "Makes its lists live (ListFeature.live): true if subscriptions will follow them."
+  live: Boolean = false
 }
 
 "Names one entity's list."
@@ -408,10 +417,19 @@ type Mutation {
   """
   createListFeature(input: CreateListFeatureInput!): ListFeature @scope(requires: "features:admin")
   """
-  Creates another version of an existing feature, with its value type and, unless
-  given, the TTL, description and cap of its newest version (maxItems: 0 for none).
+  Creates another version of an existing feature, with its value type and live
+  flag and, unless given, the TTL, description and cap of its newest version
+  (maxItems: 0 for none).
   """
   createListFeatureVersion(entityType: String!, name: String!, version: String!, ttlSeconds: Int, description: String, maxItems: Int): ListFeature @scope(requires: "features:admin")
+  """
+  Makes one version of a feature live or not (ListFeature.live); NOT_FOUND if it
+  does not exist. Made live, its adds are recorded once every gateway has seen the
+  change: a subscription to it is refused with CONFLICT, and the seconds to wait,
+  until --feature-staleness and 5 s of clock skew after. Made not live, its
+  subscriptions end with BAD_USER_INPUT as each gateway sees the change.
+  """
+  setListFeatureLive(entityType: String!, name: String!, version: String = "", live: Boolean!): ListFeature @scope(requires: "features:admin")
   "Deletes every version of a feature; returns how many. Items expire by their TTL."
   deleteListFeature(entityType: String!, name: String!): Int @scope(requires: "features:admin")
   "Deletes one version of a feature; false if it did not exist. Items expire by their TTL."
@@ -535,6 +553,8 @@ func (ec *executionContext) childFields_ListFeature(ctx context.Context, field g
 		return ec.fieldContext_ListFeature_createdAt(ctx, field)
 	case "maxItems":
 		return ec.fieldContext_ListFeature_maxItems(ctx, field)
+	case "live":
+		return ec.fieldContext_ListFeature_live(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ListFeature", field.Name)
 }
@@ -1072,6 +1092,44 @@ func (ec *executionContext) field_Mutation_removeListItemsWithValues_args(ctx co
 		return nil, err
 	}
 	args["maxTimestamp"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setListFeatureLive_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "entityType",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["entityType"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "version",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["version"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "live",
+		func(ctx context.Context, v any) (bool, error) {
+			return ec.unmarshalNBoolean2bool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["live"] = arg3
 	return args, nil
 }
 
@@ -1877,6 +1935,29 @@ func (ec *executionContext) fieldContext_ListFeature_maxItems(_ context.Context,
 	return graphql.NewScalarFieldContext("ListFeature", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
+func (ec *executionContext) _ListFeature_live(ctx context.Context, field graphql.CollectedField, obj *model.ListFeature) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ListFeature_live(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Live, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ListFeature_live(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ListFeature", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
 func (ec *executionContext) _ListItem_value(ctx context.Context, field graphql.CollectedField, obj *model.ListItem) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2152,6 +2233,50 @@ func (ec *executionContext) fieldContext_Mutation_createListFeatureVersion(ctx c
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_createListFeatureVersion_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setListFeatureLive(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setListFeatureLive(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetListFeatureLive(ctx, fc.Args["entityType"].(string), fc.Args["name"].(string), fc.Args["version"].(*string), fc.Args["live"].(bool))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ListFeature) graphql.Marshaler {
+			return ec.marshalOListFeature2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListFeature(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setListFeatureLive(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ListFeature(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setListFeatureLive_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -3946,8 +4071,11 @@ func (ec *executionContext) unmarshalInputCreateListFeatureInput(ctx context.Con
 	if _, present := asMap["version"]; !present {
 		asMap["version"] = ""
 	}
+	if _, present := asMap["live"]; !present {
+		asMap["live"] = false
+	}
 
-	fieldsInOrder := [...]string{"entityType", "name", "version", "valueType", "ttlSeconds", "description", "maxItems"}
+	fieldsInOrder := [...]string{"entityType", "name", "version", "valueType", "ttlSeconds", "description", "maxItems", "live"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -4003,6 +4131,13 @@ func (ec *executionContext) unmarshalInputCreateListFeatureInput(ctx context.Con
 				return it, err
 			}
 			it.MaxItems = data
+		case "live":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("live"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Live = data
 		}
 	}
 	return it, nil
@@ -4407,6 +4542,11 @@ func (ec *executionContext) _ListFeature(ctx context.Context, sel ast.SelectionS
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "live":
+			out.Values[i] = ec._ListFeature_live(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -4576,6 +4716,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "createListFeatureVersion":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createListFeatureVersion(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "setListFeatureLive":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setListFeatureLive(ctx, field)
 			})
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++

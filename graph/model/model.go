@@ -199,6 +199,7 @@ func (in CreateListFeatureInput) Feature() (store.Feature, error) {
 	return store.Feature{
 		EntityType: in.EntityType, Name: in.Name, Version: deref(in.Version), ValueType: in.ValueType,
 		TTL: time.Duration(in.TTLSeconds) * time.Second, Description: deref(in.Description), MaxItems: int(deref(in.MaxItems)),
+		Live: deref(in.Live),
 	}, nil
 }
 
@@ -216,6 +217,7 @@ func ListFeatureOf(f *store.Feature) *ListFeature {
 	out := &ListFeature{
 		Key: f.Key(), EntityType: f.EntityType, Name: f.Name, Version: f.Version,
 		ValueType: f.ValueType, TTLSeconds: int32(f.TTL / time.Second), CreatedAt: TimeOf(f.CreatedAt),
+		Live: f.Live,
 	}
 	if f.Description != "" {
 		out.Description = &f.Description

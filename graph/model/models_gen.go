@@ -27,6 +27,8 @@ type CreateListFeatureInput struct {
 	Description *string `json:"description,omitempty"`
 	// Caps each list at its newest maxItems items: 1 to 100000; left out, no cap.
 	MaxItems *int32 `json:"maxItems,omitempty"`
+	// Makes its lists live (ListFeature.live): true if subscriptions will follow them.
+	Live *bool `json:"live,omitempty"`
 }
 
 // The items to add to one list, in addListItemsBatch.
@@ -52,6 +54,10 @@ type ListFeature struct {
 	// delete the items pushed out (a list may hold an eighth more, at least 16,
 	// before an add trims it). Null: no cap.
 	MaxItems *int32 `json:"maxItems,omitempty"`
+	// Whether its lists are live: each add is also recorded in the change feed,
+	// so that listItemsAdded can follow it, at the cost of a second write per
+	// add. Subscriptions to a feature that is not live are refused.
+	Live bool `json:"live"`
 }
 
 type ListItemInput struct {

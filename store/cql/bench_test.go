@@ -3,6 +3,9 @@ package cql_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -240,4 +243,71 @@ func BenchmarkCreateFeature(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// BenchmarkLiveAdd compares the ways an add of 1 or 10 items can be
+// written: to a feature that is not live (the items' batch alone), to a
+// live one as AddItems writes it (the batch and the change record sent at
+// once), and with the record in the items' logged batch (over two
+// partitions: through the batchlog). With LISTGATE_BENCH_DB_PID set to the
+// Cassandra process's pid it also reports the database's CPU per add.
+func BenchmarkLiveAdd(b *testing.B) {
+	s, quiet := benchStore(b, 0)
+	ctx := context.Background()
+	live, err := s.SetFeatureLive(ctx, quiet.EntityType, quiet.Name, quiet.Version, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var seq int
+	items := func(n int) []store.NewItem {
+		out := make([]store.NewItem, n)
+		for i := range out {
+			seq++
+			out[i] = store.NewItem{Timestamp: time.Now().UnixNano(), Value: fmt.Appendf(nil, "v%d", seq)}
+		}
+		return out
+	}
+	ways := []struct {
+		name string
+		add  func(l store.List, n int) error
+		f    *store.Feature
+	}{
+		{"not live", func(l store.List, n int) error { _, err := s.AddItems(ctx, l, items(n)); return err }, quiet},
+		{"live, at once", func(l store.List, n int) error { _, err := s.AddItems(ctx, l, items(n)); return err }, &live},
+		{"live, one logged batch", func(l store.List, n int) error { return s.AddInOneBatch(ctx, l, items(n)) }, &live},
+	}
+	for _, n := range []int{1, 10} {
+		for _, w := range ways {
+			b.Run(fmt.Sprintf("items=%d/%s", n, w.name), func(b *testing.B) {
+				cpu0 := databaseCPU()
+				i := 0
+				for b.Loop() {
+					i++
+					if err := w.add(store.List{Feature: w.f, EntityID: fmt.Sprint("u", i%100)}, n); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if cpu0 >= 0 {
+					b.ReportMetric(float64(databaseCPU()-cpu0)/float64(b.N), "db-cpu-µs/op")
+				}
+			})
+		}
+	}
+}
+
+// databaseCPU is the CPU time, in µs, of the process LISTGATE_BENCH_DB_PID
+// names; -1 without one.
+func databaseCPU() int64 {
+	pid := os.Getenv("LISTGATE_BENCH_DB_PID")
+	if pid == "" {
+		return -1
+	}
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return (utime + stime) * 1e6 / 100 // clock ticks of 10 ms
 }

@@ -117,11 +117,12 @@ type statements struct {
 	countRows, insertChange, selectChangeHeads, selectChanges                     string
 	insertFeature, selectFeature, selectFeatures, selectFeaturesOfType            string
 	recreateFeature, deleteFeature, schemaTables, schemaColumns, addFeatureColumn string
+	setFeatureLive                                                                string
 }
 
 func newStatements(ks string) statements {
 	items, features := ks+".list_items", ks+".list_features"
-	const featureColumns = "entity_type, name, version, value_type, ttl_seconds, description, created_at, deleted_at, max_items, items_since"
+	const featureColumns = "entity_type, name, version, value_type, ttl_seconds, description, created_at, deleted_at, max_items, items_since, live, live_since"
 	const where = " WHERE feature_key = ? AND entity_id = ?"
 	scan := func(columns string) string {
 		return "SELECT " + columns + " FROM " + items + where + " AND item_key >= ? AND item_key < ? LIMIT ?"
@@ -146,12 +147,13 @@ func newStatements(ks string) statements {
 		selectTTL:         "SELECT TTL(value) FROM " + items + where + " AND item_key = ?",
 		countRows:         "SELECT COUNT(*) FROM " + items + where,
 
-		insertFeature:        "INSERT INTO " + features + " (entity_type, name, version, value_type, ttl_seconds, description, created_at, max_items) VALUES (?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
+		insertFeature:        "INSERT INTO " + features + " (entity_type, name, version, value_type, ttl_seconds, description, created_at, max_items, live) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
 		selectFeature:        "SELECT " + featureColumns + " FROM " + features + " WHERE entity_type = ? AND name = ? AND version = ?",
 		selectFeatures:       "SELECT " + featureColumns + " FROM " + features,
 		selectFeaturesOfType: "SELECT " + featureColumns + " FROM " + features + " WHERE entity_type = ?",
-		recreateFeature:      "UPDATE " + features + " SET value_type = ?, ttl_seconds = ?, description = ?, created_at = ?, max_items = ?, items_since = ?, deleted_at = null WHERE entity_type = ? AND name = ? AND version = ? IF deleted_at = ?",
+		recreateFeature:      "UPDATE " + features + " SET value_type = ?, ttl_seconds = ?, description = ?, created_at = ?, max_items = ?, items_since = ?, live = ?, live_since = null, deleted_at = null WHERE entity_type = ? AND name = ? AND version = ? IF deleted_at = ?",
 		deleteFeature:        "UPDATE " + features + " SET deleted_at = ? WHERE entity_type = ? AND name = ? AND version = ? IF deleted_at = null AND created_at = ?",
+		setFeatureLive:       "UPDATE " + features + " SET live = ?, live_since = ? WHERE entity_type = ? AND name = ? AND version = ? IF deleted_at = null AND created_at = ?",
 
 		schemaTables:     "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?",
 		schemaColumns:    "SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = 'list_features'",

@@ -28,10 +28,10 @@ func (s *Store) CreateFeature(ctx context.Context, f store.Feature) (store.Featu
 		return store.Feature{}, err
 	}
 	f.CreatedAt = now.Truncate(time.Millisecond).UTC()
-	f.ItemsSince = 0
+	f.ItemsSince, f.LiveSince = 0, time.Time{}
 	ttl := int(f.TTL / time.Second)
 	existing := map[string]any{}
-	applied, err := s.session.Query(s.stmt.insertFeature, f.EntityType, f.Name, f.Version, string(f.ValueType), ttl, f.Description, f.CreatedAt, nullable(f.MaxItems)).
+	applied, err := s.session.Query(s.stmt.insertFeature, f.EntityType, f.Name, f.Version, string(f.ValueType), ttl, f.Description, f.CreatedAt, nullable(f.MaxItems), f.Live).
 		WithContext(ctx).SerialConsistency(s.cfg.SerialConsistency).Consistency(s.cfg.WriteConsistency).MapScanCAS(existing)
 	if err != nil {
 		return store.Feature{}, classify("creating feature "+f.Key(), err)
@@ -55,7 +55,7 @@ func (s *Store) CreateFeature(ctx context.Context, f store.Feature) (store.Featu
 		f.CreatedAt = was.Add(time.Millisecond).UTC()
 	}
 	f.ItemsSince = writeTimestamp()
-	applied, err = s.session.Query(s.stmt.recreateFeature, string(f.ValueType), ttl, f.Description, f.CreatedAt, nullable(f.MaxItems), f.ItemsSince, f.EntityType, f.Name, f.Version, deletedAt).
+	applied, err = s.session.Query(s.stmt.recreateFeature, string(f.ValueType), ttl, f.Description, f.CreatedAt, nullable(f.MaxItems), f.ItemsSince, f.Live, f.EntityType, f.Name, f.Version, deletedAt).
 		WithContext(ctx).SerialConsistency(s.cfg.SerialConsistency).Consistency(s.cfg.WriteConsistency).MapScanCAS(map[string]any{})
 	if err != nil {
 		return store.Feature{}, classify("creating feature "+f.Key()+" again", err)
@@ -107,7 +107,14 @@ func scanFeature(iter *gocql.Iter) (f store.Feature, deleted bool, ok bool) {
 	var valueType string
 	var ttl int
 	var deletedAt time.Time
-	ok = iter.Scan(&f.EntityType, &f.Name, &f.Version, &valueType, &ttl, &f.Description, &f.CreatedAt, &deletedAt, &f.MaxItems, &f.ItemsSince)
+	var live *bool
+	ok = iter.Scan(&f.EntityType, &f.Name, &f.Version, &valueType, &ttl, &f.Description, &f.CreatedAt, &deletedAt, &f.MaxItems, &f.ItemsSince, &live, &f.LiveSince)
+	// A row written before the column existed has no value: live, as every
+	// feature was then, so that an upgrade ends no subscription.
+	f.Live = live == nil || *live
+	if !f.LiveSince.IsZero() {
+		f.LiveSince = f.LiveSince.UTC()
+	}
 	f.ValueType = store.ValueType(valueType)
 	f.TTL = time.Duration(ttl) * time.Second
 	f.CreatedAt = f.CreatedAt.UTC()
@@ -135,4 +142,42 @@ func (s *Store) DeleteFeature(ctx context.Context, entityType, name, version str
 		return false, classify("deleting feature "+f.Key(), err)
 	}
 	return applied, nil
+}
+
+// SetFeatureLive makes a feature live or not, by a lightweight
+// transaction on the version read, so that it never touches a feature
+// deleted or created again meanwhile. Made live, it records when
+// (live_since), for CheckLiveSince.
+func (s *Store) SetFeatureLive(ctx context.Context, entityType, name, version string, live bool) (store.Feature, error) {
+	if err := keys.ValidateFeature(entityType, name, version); err != nil {
+		return store.Feature{}, err
+	}
+	key := keys.FeatureKey(entityType, name, version)
+	iter := s.session.Query(s.stmt.selectFeature, entityType, name, version).WithContext(ctx).
+		Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
+	f, deleted, ok := scanFeature(iter)
+	if err := iter.Close(); err != nil {
+		return store.Feature{}, classify("reading feature "+key, err)
+	}
+	if !ok || deleted {
+		return store.Feature{}, fmt.Errorf("feature %s: %w", key, errkind.NotFound)
+	}
+	if f.Live == live {
+		return f, nil
+	}
+	f.Live, f.LiveSince = live, time.Time{}
+	var since any
+	if live {
+		f.LiveSince = s.now().Truncate(time.Millisecond).UTC()
+		since = f.LiveSince
+	}
+	applied, err := s.session.Query(s.stmt.setFeatureLive, live, since, entityType, name, version, f.CreatedAt).
+		WithContext(ctx).SerialConsistency(s.cfg.SerialConsistency).Consistency(s.cfg.WriteConsistency).MapScanCAS(map[string]any{})
+	if err != nil {
+		return store.Feature{}, classify("setting feature "+key+" live", err)
+	}
+	if !applied {
+		return store.Feature{}, fmt.Errorf("feature %s: %w: it was deleted or created again concurrently; try again", key, errkind.Conflict)
+	}
+	return f, nil
 }

@@ -63,14 +63,14 @@ func (s *Store) shardOf(l store.ListID) int {
 	return int(h.Sum32() % uint32(s.cfg.Feed.Shards))
 }
 
-// record writes an add's change, once its items are written, under a
+// record writes an add's change, as its items are written, under a
 // deadline of its own: whether the client waits or not, the record is
 // written, or the add fails. It must be readable within half the feed's
 // window of its time: a record that could not be written by then fails
 // the add, which the client retries (an add of the same items is the same
 // add, delivered again with the new record).
 func (s *Store) record(ctx context.Context, l store.List, writes []store.Write) error {
-	at := s.clock.Now()
+	at := s.clock.stamp()
 	id := gocql.UUIDFromTime(at)
 	c := store.ChangeOf("", at, l, writes)
 	keys := make([]string, len(c.Items))
@@ -84,7 +84,7 @@ func (s *Store) record(ctx context.Context, l store.List, writes []store.Write) 
 	err := s.session.Query(s.stmt.insertChange, bucketOf(at), s.shardOf(c.List), id, c.List.Feature, l.Feature.CreatedAt, c.List.EntityID, keys, values, store.ChangeBytes(c), int(s.cfg.Feed.Retention/time.Second)).
 		WithContext(ctx).Consistency(s.cfg.WriteConsistency).Idempotent(true).Exec()
 	if err != nil {
-		return fmt.Errorf("%w: the items were written, but not the record of their add that live subscriptions follow; add them again (an add of the same items is the same add): %v",
+		return fmt.Errorf("%w: the record of the add that live subscriptions follow was not written, though its items may have been; add them again (an add of the same items is the same add): %v",
 			errkind.Unavailable, classify("recording an add", err))
 	}
 	return nil
@@ -164,6 +164,16 @@ func (s *Store) CheckPosition(_ context.Context, p store.Position) error {
 		return store.PositionExpired("the position is ahead of the change feed")
 	}
 	return nil
+}
+
+// PositionTime is the time of the record position's time UUID, by the
+// cluster's clock.
+func (s *Store) PositionTime(p store.Position) (time.Time, bool) {
+	t, ok := s.tickOf(p.Record)
+	if !ok {
+		return time.Time{}, false
+	}
+	return timeOf(t), true
 }
 
 // WaitFeed waits one poll: a cluster does not say when a record comes.
@@ -383,6 +393,7 @@ func (s *Store) fetchPart(ctx context.Context, bucket int64, shard int, ids []go
 type clock struct {
 	raw    func() time.Time
 	offset atomic.Int64 // ns
+	last   atomic.Int64 // the latest stamp, unix ns
 	mu     sync.Mutex
 	best   []sample // the last few
 }
@@ -393,6 +404,29 @@ type sample struct {
 
 // Now is the cluster's time, as measured.
 func (c *clock) Now() time.Time { return c.raw().Add(time.Duration(c.offset.Load())) }
+
+// maxStepBack is the largest step back of the clock stamp holds off.
+const maxStepBack = 10 * time.Millisecond
+
+// stamp is the time of a record: Now, but later than every stamp before
+// it, so that of two adds one after the other the later is recorded later
+// even when a new measurement moves the offset back by a few
+// milliseconds. A record is timed as its add begins, its items written
+// meanwhile, so the margin between two such adds is only the first's
+// round trip. A larger step back (a first measurement that failed, then
+// one that did) is followed, not held off.
+func (c *clock) stamp() time.Time {
+	for {
+		last, now := c.last.Load(), c.Now().UnixNano()
+		t := now
+		if now <= last && last-now < int64(maxStepBack) {
+			t = last + 100 // a tick of a time UUID
+		}
+		if c.last.CompareAndSwap(last, t) {
+			return time.Unix(0, t)
+		}
+	}
+}
 
 // measure asks a coordinator for its time and keeps the offset of the
 // sample with the shortest round trip among the last five.

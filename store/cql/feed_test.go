@@ -28,8 +28,8 @@ func (o cancelAfterBatch) ObserveBatch(ctx context.Context, b gocql.ObservedBatc
 }
 
 // An add's record is written under a deadline of its own: a client that
-// hangs up once the items are written still leaves a record, and its
-// items reach subscriptions.
+// hangs up once the items are written (sent with the record, on a live
+// feature) still leaves a record, and its items reach subscriptions.
 func TestRecordOutlivesItsClient(t *testing.T) {
 	ctx, hangUp := context.WithCancel(context.Background())
 	defer hangUp()
@@ -41,7 +41,7 @@ func TestRecordOutlivesItsClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	f, err := s.CreateFeature(context.Background(), store.Feature{EntityType: "record_client", Name: "f", ValueType: store.String, TTL: time.Hour})
+	f, err := s.CreateFeature(context.Background(), store.Feature{EntityType: "record_client", Name: "f", ValueType: store.String, TTL: time.Hour, Live: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestEachHeadIsReadOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	f, err := s.CreateFeature(context.Background(), store.Feature{EntityType: "heads_once", Name: "f", ValueType: store.String, TTL: time.Hour})
+	f, err := s.CreateFeature(context.Background(), store.Feature{EntityType: "heads_once", Name: "f", ValueType: store.String, TTL: time.Hour, Live: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -189,13 +189,32 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 		// batch's own rows below the boundary: they are past the cap.
 		b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.stmt.deleteBelow, Args: []any{fk, l.EntityID, boundary}, Idempotent: true})
 	}
-	if err := s.session.ExecuteBatch(b); err != nil {
-		return store.AddResult{}, classify("adding list items", err)
-	}
-	if err := s.record(ctx, l, writes); err != nil {
+	if err := s.write(ctx, b, l, writes); err != nil {
 		return store.AddResult{}, err
 	}
 	return store.AddResult{Added: len(writes), Expired: expired}, nil
+}
+
+// write sends an add's batch, and for a live feature its record at the same
+// time: one round trip either way. The two are separate writes (a logged
+// batch across partitions would go through the batchlog, two more writes),
+// so a record may be written for items that were not, as an add that
+// fails may have been applied; the client's retry makes it true.
+func (s *Store) write(ctx context.Context, b *gocql.Batch, l store.List, writes []store.Write) error {
+	if err := ctx.Err(); err != nil {
+		return err // past its deadline, an add writes nothing, record included
+	}
+	if !l.Feature.Live {
+		return classify("adding list items", s.session.ExecuteBatch(b))
+	}
+	recorded := make(chan error, 1)
+	go func() { recorded <- s.record(ctx, l, writes) }()
+	err := s.session.ExecuteBatch(b)
+	rerr := <-recorded
+	if err != nil {
+		return classify("adding list items", err)
+	}
+	return rerr
 }
 
 // removeBatch bounds the item keys of one delete statement, and

@@ -82,7 +82,10 @@ any other table option. Unset options take the cluster's defaults.`,
 		// One partition per entity type: listing an entity type's features
 		// reads one partition. A deleted feature keeps its row, marked; one
 		// created again over it records from when its items count
-		// (items_since, µs).
+		// (items_since, µs). A feature is live (its adds recorded in
+		// list_changes) unless live is false: rows written before the
+		// column existed read as live; live_since is when it was last
+		// made live, null when live since its creation.
 		CQL: `CREATE TABLE IF NOT EXISTS ` + ks + `.list_features (
   entity_type    TEXT,
   name           TEXT,
@@ -94,6 +97,8 @@ any other table option. Unset options take the cluster's defaults.`,
   deleted_at     TIMESTAMP,
   max_items      INT,
   items_since    BIGINT,
+  live           BOOLEAN,
+  live_since     TIMESTAMP,
   PRIMARY KEY ((entity_type), name, version)
 )`,
 		Note: `The features, one partition per entity type, changed only through
@@ -200,7 +205,7 @@ func (s *Store) Migrate(ctx context.Context, sc Schema) error {
 
 // featureColumns are the columns of list_features added since the first
 // release, with their types.
-var featureColumns = []string{"max_items INT", "items_since BIGINT"}
+var featureColumns = []string{"max_items INT", "items_since BIGINT", "live BOOLEAN", "live_since TIMESTAMP"}
 
 // missingFeatureColumns lists those list_features lacks.
 func (s *Store) missingFeatureColumns(ctx context.Context) ([]string, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 )
@@ -270,12 +271,14 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	if err := ctx.Err(); err != nil {
 		return store.AddResult{}, err // past its deadline, an add writes nothing
 	}
-	// The record goes in the same batch: numbered now, settled once this
-	// commit, and every one numbered before it, has committed or failed.
-	n := s.feed.give()
-	defer s.feed.done(n)
-	if err := writeRecord(b, n, now, l, writes); err != nil {
-		return store.AddResult{}, err
+	if l.Feature.Live {
+		// The record goes in the same batch: numbered now, settled once this
+		// commit, and every one numbered before it, has committed or failed.
+		n := s.feed.give()
+		defer s.feed.done(n)
+		if err := writeRecord(b, n, now, l, writes); err != nil {
+			return store.AddResult{}, err
+		}
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return store.AddResult{}, fmt.Errorf("adding list items: %w", err)
@@ -349,6 +352,20 @@ type featureRecord struct {
 	MaxItems    int             `json:"maxItems,omitempty"`
 	CreatedAt   time.Time       `json:"createdAt"`
 	DeletedAt   time.Time       `json:"deletedAt,omitzero"`
+	// NotLive is stored negated so that a record written before the flag
+	// existed, without the field, reads as live, as every feature was then.
+	NotLive   bool      `json:"notLive,omitempty"`
+	LiveSince time.Time `json:"liveSince,omitzero"`
+}
+
+// feature is the record as a feature named by its key's parts.
+func (rec featureRecord) feature(entityType, name, version string) store.Feature {
+	return store.Feature{
+		EntityType: entityType, Name: name, Version: version,
+		ValueType: rec.ValueType, TTL: time.Duration(rec.TTLSeconds) * time.Second,
+		Description: rec.Description, MaxItems: rec.MaxItems, CreatedAt: rec.CreatedAt,
+		Live: !rec.NotLive, LiveSince: rec.LiveSince,
+	}
 }
 
 func featureKey(entityType, name, version string) []byte {
@@ -412,8 +429,8 @@ func (s *Store) CreateFeature(_ context.Context, f store.Feature) (store.Feature
 		// comes after the one deleted.
 		f.CreatedAt = old.CreatedAt.Add(time.Millisecond).UTC()
 	}
-	f.ItemsSince = 0
-	rec := featureRecord{ValueType: f.ValueType, TTLSeconds: int64(f.TTL / time.Second), Description: f.Description, MaxItems: f.MaxItems, CreatedAt: f.CreatedAt}
+	f.ItemsSince, f.LiveSince = 0, time.Time{}
+	rec := featureRecord{ValueType: f.ValueType, TTLSeconds: int64(f.TTL / time.Second), Description: f.Description, MaxItems: f.MaxItems, CreatedAt: f.CreatedAt, NotLive: !f.Live}
 	v, err := json.Marshal(rec)
 	if err != nil {
 		return store.Feature{}, err
@@ -462,11 +479,7 @@ func (s *Store) Features(_ context.Context, entityType string) ([]store.Feature,
 		if !rec.DeletedAt.IsZero() {
 			continue
 		}
-		out = append(out, store.Feature{
-			EntityType: string(parts[0]), Name: string(parts[1]), Version: string(parts[2]),
-			ValueType: rec.ValueType, TTL: time.Duration(rec.TTLSeconds) * time.Second,
-			Description: rec.Description, MaxItems: rec.MaxItems, CreatedAt: rec.CreatedAt,
-		})
+		out = append(out, rec.feature(string(parts[0]), string(parts[1]), string(parts[2])))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
 	return out, it.Error()
@@ -489,6 +502,34 @@ func (s *Store) DeleteFeature(_ context.Context, entityType, name, version strin
 		return false, fmt.Errorf("deleting feature %s: %w", keys.FeatureKey(entityType, name, version), err)
 	}
 	return true, nil
+}
+
+// SetFeatureLive makes a feature live or not; made live, it records when.
+func (s *Store) SetFeatureLive(_ context.Context, entityType, name, version string, live bool) (store.Feature, error) {
+	if err := keys.ValidateFeature(entityType, name, version); err != nil {
+		return store.Feature{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := featureKey(entityType, name, version)
+	rec, exists, err := s.readFeature(k)
+	if err != nil {
+		return store.Feature{}, err
+	}
+	if !exists || !rec.DeletedAt.IsZero() {
+		return store.Feature{}, fmt.Errorf("feature %s: %w", keys.FeatureKey(entityType, name, version), errkind.NotFound)
+	}
+	if rec.NotLive == !live {
+		return rec.feature(entityType, name, version), nil
+	}
+	rec.NotLive, rec.LiveSince = !live, time.Time{}
+	if live {
+		rec.LiveSince = s.now().Truncate(time.Millisecond).UTC()
+	}
+	if err := s.writeFeature(k, rec); err != nil {
+		return store.Feature{}, fmt.Errorf("setting feature %s live: %w", keys.FeatureKey(entityType, name, version), err)
+	}
+	return rec.feature(entityType, name, version), nil
 }
 
 type quietLogger struct{}

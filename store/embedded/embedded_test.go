@@ -140,3 +140,17 @@ func TestOpenTwiceSaysTheFolderIsInUse(t *testing.T) {
 		t.Fatalf("error %q, want %q", err, want)
 	}
 }
+
+// A feature stored before the live flag existed, its record without the
+// field, reads as live: an upgrade ends no subscription.
+func TestFeatureOfAnEarlierReleaseIsLive(t *testing.T) {
+	s := open(t, t.TempDir(), nil)
+	created := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
+	if err := s.PutFeatureRecord("user", "old", "", []byte(`{"valueType":"STRING","ttlSeconds":3600,"createdAt":"`+created+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := s.Features(context.Background(), "user")
+	if err != nil || len(fs) != 1 || !fs[0].Live || !fs[0].LiveSince.IsZero() {
+		t.Fatalf("Features = %+v, %v; want one, live since its creation", fs, err)
+	}
+}

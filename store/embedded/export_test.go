@@ -13,3 +13,9 @@ func (s *Store) Compact() error {
 
 // TakeTurns takes every turn of the long scans, until release.
 func (s *Store) TakeTurns() (release func()) { return s.turns.Take() }
+
+// PutFeatureRecord writes a feature's stored record as given, JSON, as an
+// earlier release wrote it.
+func (s *Store) PutFeatureRecord(entityType, name, version string, record []byte) error {
+	return s.db.Set(featureKey(entityType, name, version), record, nil)
+}

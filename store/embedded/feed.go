@@ -261,6 +261,24 @@ func (s *Store) olderThanKept(n uint64) bool {
 	return int64(binary.BigEndian.Uint64(it.Value())) < s.now().Add(-s.cfg.FeedRetention).UnixNano()
 }
 
+// PositionTime is when the record numbered in p was recorded, as its head
+// says.
+func (s *Store) PositionTime(p store.Position) (time.Time, bool) {
+	n, ok := s.feed.seqOf(p.Record)
+	if !ok {
+		return time.Time{}, false
+	}
+	v, closer, err := s.db.Get(feedKey(n))
+	if err != nil {
+		return time.Time{}, false
+	}
+	defer closer.Close()
+	if len(v) < 8 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(v))), true
+}
+
 // WaitFeed returns once a record after `after` has settled.
 func (s *Store) WaitFeed(ctx context.Context, after store.Position) error {
 	from, ok := s.feed.from(after)

@@ -74,6 +74,7 @@ func Run(t *testing.T, open NewStore) {
 		{"AnEndedContextEndsReadsAndWrites", testEndedContext},
 		{"FeedGivesEveryAddOfAWatchedListOnceInOrder", testFeed},
 		{"ListFeedResumesFromAPosition", testListFeed},
+		{"OnlyLiveFeaturesRecordTheirAdds", testLiveFlag},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -108,6 +109,16 @@ func (h *harness) feature(name, version string, ttl time.Duration) *store.Featur
 		h.t.Fatalf("CreateFeature %s: %v", name, err)
 	}
 	return &f
+}
+
+// live makes f live, as subscriptions need it.
+func (h *harness) live(f *store.Feature) *store.Feature {
+	h.t.Helper()
+	g, err := h.s.SetFeatureLive(h.ctx, f.EntityType, f.Name, f.Version, true)
+	if err != nil {
+		h.t.Fatalf("SetFeatureLive %s: %v", f.Key(), err)
+	}
+	return &g
 }
 
 func (h *harness) list(f *store.Feature, entityID string) store.List {
@@ -1073,7 +1084,7 @@ func testRecreateAtOnce(t *testing.T, h *harness) {
 }
 
 // Reads and writes of a context that has ended fail with its error, and
-// write nothing.
+// write nothing: no items, and for a live feature no record.
 func testEndedContext(t *testing.T, h *harness) {
 	l := h.list(h.feature("f", "", day), "u1")
 	h.tenItems(l)
@@ -1089,6 +1100,17 @@ func testEndedContext(t *testing.T, h *harness) {
 		t.Fatalf("an add: %v", err)
 	}
 	equal(t, "found late", h.find(l, 0, "late"), []string{""})
+	live := h.list(h.live(h.feature("live", "", day)), "u1")
+	head, err := h.s.FeedHead(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.s.AddItems(ctx, live, []store.NewItem{item(time.Now(), "late")}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("an add to a live feature: %v", err)
+	}
+	h.add(live, item(time.Now(), "marker"))
+	got, _ := h.readFeed(head, func(id store.ListID) bool { return id == live.ID() }, "marker")
+	equal(t, "records after an add whose context ended", values(got), []string{"marker"})
 }
 
 // readFeed reads the feed from `from` until a record holding marker has
@@ -1144,8 +1166,8 @@ func values(changes []store.Change) []string {
 // of an add's items oldest first even when the cap keeps fewer; it gives
 // no add of a list not watched, and no add from before its head.
 func testFeed(t *testing.T, h *harness) {
-	f := h.feature("feed", "", time.Hour)
-	watched, other, capped := h.list(f, "watched"), h.list(f, "other"), h.list(h.capped(2), "capped")
+	f := h.live(h.feature("feed", "", time.Hour))
+	watched, other, capped := h.list(f, "watched"), h.list(f, "other"), h.list(h.live(h.capped(2)), "capped")
 	now := time.Now()
 	h.add(watched, item(now, "before the head"))
 	head, err := h.s.FeedHead(h.ctx)
@@ -1186,9 +1208,10 @@ func testFeed(t *testing.T, h *harness) {
 
 // ListFeed gives one list's records after a position up to another, in
 // the feed's order: from the middle of a record, the whole record (the
-// reader skips what it has); a position is a place to resume from.
+// reader skips what it has); a position is a place to resume from, and
+// says when its record was recorded.
 func testListFeed(t *testing.T, h *harness) {
-	f := h.feature("feed", "", time.Hour)
+	f := h.live(h.feature("feed", "", time.Hour))
 	l, other := h.list(f, "resumed"), h.list(f, "other")
 	now := time.Now()
 	head, err := h.s.FeedHead(h.ctx)
@@ -1233,5 +1256,107 @@ func testListFeed(t *testing.T, h *harness) {
 	foreign := store.Position{Record: "z" + strings.Repeat("\x01", 16), Item: 3}
 	if err := h.s.CheckPosition(h.ctx, foreign); !errors.Is(err, errkind.PositionExpired) {
 		t.Fatalf("CheckPosition of another store's position = %v, want PositionExpired", err)
+	}
+	for _, c := range all {
+		if at, ok := h.s.PositionTime(c.After(0)); !ok || at.Sub(c.At).Abs() > time.Millisecond {
+			t.Fatalf("PositionTime of a record of %v = %v, %v", c.At, at, ok)
+		}
+	}
+	if _, ok := h.s.PositionTime(foreign); ok {
+		t.Fatal("PositionTime of another store's position: known")
+	}
+}
+
+// A feature is created live or not, as asked (not by default), and made
+// live or not; made live, it says when, and made live again after that,
+// when again. Only adds to a live feature are recorded: an add to one
+// that is not live leaves no record in the feed, and one to it once it is
+// live does. Created again, a feature is live as asked, since then.
+func testLiveFlag(t *testing.T, h *harness) {
+	quiet := h.feature("quiet", "", time.Hour)
+	equal(t, "live by default", quiet.Live, false)
+	born, err := h.s.CreateFeature(h.ctx, store.Feature{EntityType: h.entityType, Name: "born_live", ValueType: store.String, TTL: time.Hour, Live: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "created live", born.Live, true)
+	equal(t, "created live: live since its creation", born.LiveSince.IsZero(), true)
+	head, err := h.s.FeedHead(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	q, b := h.list(quiet, "u"), h.list(&born, "u")
+	h.add(q, item(now, "not recorded"))
+	h.add(b, item(now, "born 1"))
+	watched := func(id store.ListID) bool { return id == q.ID() || id == b.ID() }
+	got, _ := h.readFeed(head, watched, "born 1")
+	equal(t, "records after adds to a feature not live and to one live", values(got), []string{"born 1"})
+	equal(t, "the add not recorded is in the list", h.values(q), []string{"not recorded"})
+
+	before := time.Now().Add(-time.Second)
+	made, err := h.s.SetFeatureLive(h.ctx, quiet.EntityType, quiet.Name, quiet.Version, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !made.Live || made.LiveSince.Before(before) || made.LiveSince.After(time.Now().Add(time.Second)) {
+		t.Fatalf("made live: live %v since %v", made.Live, made.LiveSince)
+	}
+	again, err := h.s.SetFeatureLive(h.ctx, quiet.EntityType, quiet.Name, quiet.Version, true)
+	if err != nil || !again.LiveSince.Equal(made.LiveSince) {
+		t.Fatalf("made live twice: since %v, %v; want %v", again.LiveSince, err, made.LiveSince)
+	}
+	fs, err := h.s.Features(h.ctx, h.entityType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if f.Name == "quiet" && (!f.Live || !f.LiveSince.Equal(made.LiveSince)) {
+			t.Fatalf("listed: live %v since %v; want since %v", f.Live, f.LiveSince, made.LiveSince)
+		}
+	}
+	q = h.list(&made, "u")
+	head, err = h.s.FeedHead(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.add(q, item(now, "recorded"))
+	got, _ = h.readFeed(head, watched, "recorded")
+	equal(t, "records once live", values(got), []string{"recorded"})
+
+	off, err := h.s.SetFeatureLive(h.ctx, born.EntityType, born.Name, born.Version, false)
+	if err != nil || off.Live || !off.LiveSince.IsZero() {
+		t.Fatalf("made not live: live %v since %v, %v", off.Live, off.LiveSince, err)
+	}
+	head, err = h.s.FeedHead(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.add(h.list(&off, "u"), item(now, "no longer recorded"))
+	h.add(q, item(now, "marker"))
+	got, _ = h.readFeed(head, watched, "marker")
+	equal(t, "records once not live", values(got), []string{"marker"})
+
+	if _, err := h.s.SetFeatureLive(h.ctx, h.entityType, "missing", "", true); !errors.Is(err, errkind.NotFound) {
+		t.Fatalf("SetFeatureLive of a missing feature: %v, want NotFound", err)
+	}
+	if ok, err := h.s.DeleteFeature(h.ctx, h.entityType, "quiet", ""); err != nil || !ok {
+		t.Fatalf("DeleteFeature = %v, %v", ok, err)
+	}
+	if _, err := h.s.SetFeatureLive(h.ctx, h.entityType, "quiet", "", false); !errors.Is(err, errkind.NotFound) {
+		t.Fatalf("SetFeatureLive of a deleted feature: %v, want NotFound", err)
+	}
+	back, err := h.s.CreateFeature(h.ctx, store.Feature{EntityType: h.entityType, Name: "quiet", ValueType: store.String, TTL: time.Hour})
+	if err != nil || back.Live || !back.LiveSince.IsZero() {
+		t.Fatalf("created again not live: live %v since %v, %v", back.Live, back.LiveSince, err)
+	}
+	fs, err = h.s.Features(h.ctx, h.entityType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if f.Name == "quiet" && (f.Live || !f.LiveSince.IsZero()) {
+			t.Fatalf("created again, listed: live %v since %v", f.Live, f.LiveSince)
+		}
 	}
 }
