@@ -145,10 +145,31 @@ func uuidAt(t int64) gocql.UUID { return gocql.MinTimeUUID(timeOf(t)) }
 // settled is the feed's settled end now, in ticks.
 func (s *Store) settled() int64 { return ticks(s.clock.Now().Add(-s.cfg.Feed.Window)) }
 
-// FeedHead is the position of the cluster's now: every record added after
-// the call comes after it.
-func (s *Store) FeedHead(context.Context) (store.Position, error) {
-	return s.endOf(ticks(s.clock.Now())), nil
+// maxSkew bounds the wait of FeedHead.
+const maxSkew = 250 * time.Millisecond
+
+// FeedHead is a position every record of an add that began after the call
+// comes after, and every record of an add that ended before it comes
+// before, though each gateway times its records by its own measure of the
+// cluster's clock: off by up to half its round trip and the millisecond of
+// the cluster's now(), and a record is timed as its add begins. The head
+// is the skew ahead of now, and the call returns once now is the skew past
+// the head: an add that ended before the call was timed before now, so
+// before the head, even by a clock the skew behind; one that begins after
+// it is timed after the head, even by a clock the skew ahead. The skew
+// taken, twice this gateway's round trip and a millisecond, covers another
+// gateway whose round trip is up to three times this one's.
+func (s *Store) FeedHead(ctx context.Context) (store.Position, error) {
+	skew := time.Duration(s.clock.skew.Load())
+	head := s.clock.Now().Add(skew)
+	t := time.NewTimer(head.Add(skew).Sub(s.clock.Now()))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return store.Position{}, context.Cause(ctx)
+	case <-t.C:
+	}
+	return s.endOf(ticks(head)), nil
 }
 
 // CheckPosition says whether the records after p are still kept.
@@ -393,6 +414,7 @@ func (s *Store) fetchPart(ctx context.Context, bucket int64, shard int, ids []go
 type clock struct {
 	raw    func() time.Time
 	offset atomic.Int64 // ns
+	skew   atomic.Int64 // ns, how far another gateway's Now may be from this one's
 	last   atomic.Int64 // the latest stamp, unix ns
 	mu     sync.Mutex
 	best   []sample // the last few
@@ -448,6 +470,7 @@ func (s *Store) measureClock(ctx context.Context) error {
 	}
 	best := slices.MinFunc(c.best, func(a, b sample) int { return int(a.rtt - b.rtt) })
 	c.offset.Store(int64(best.offset))
+	c.skew.Store(int64(min(2*best.rtt+time.Millisecond, maxSkew)))
 	return nil
 }
 
