@@ -388,7 +388,7 @@ func (l *dashboardLoad) subscriptions() {
 		t.Fatalf("the subscription got %s; want the item live", m)
 	}
 
-	refused := l.subscribe(ctx, "reads", "u-other")
+	refused := l.subscribe(ctx, "live", "u-other")
 	if m := readUntil(ctx, t, refused, "next", "error"); !strings.Contains(m, `"UNAVAILABLE"`) {
 		t.Fatalf("a second list watched at --max-watched-lists 1: %s; want UNAVAILABLE", m)
 	}
