@@ -475,7 +475,9 @@ type Subscription {
   the change feed: every item added after the subscription starts, once,
   through whichever gateway, whatever its timestamp, even if a cap or TTL
   has removed it from the list since. Adds come in the order of the change
-  feed, the same for every gateway; within one add, oldest first.
+  feed, the same for every gateway; within one add, oldest first. The feature
+  must be live (ListFeature.live): a subscription to one that is not is
+  refused with BAD_USER_INPUT.
 
   With ` + "`" + `after` + "`" + ` (the position of an item received), every item added after
   that one, once, in the feed's order, then the new ones: how a client that
