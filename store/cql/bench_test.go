@@ -247,9 +247,10 @@ func BenchmarkCreateFeature(b *testing.B) {
 
 // BenchmarkLiveAdd compares the ways an add of 1 or 10 items can be
 // written: to a feature that is not live (the items' batch alone), to a
-// live one as AddItems writes it (the batch and the change record sent at
-// once), and with the record in the items' logged batch (over two
-// partitions: through the batchlog). With LISTGATE_BENCH_DB_PID set to the
+// live one as AddItems writes it (the change record in the items' batch,
+// unlogged), with the record sent beside the batch at once (as AddItems
+// sends a large one), and with the record in the items' logged batch (over
+// two partitions: through the batchlog). With LISTGATE_BENCH_DB_PID set to the
 // Cassandra process's pid it also reports the database's CPU per add.
 func BenchmarkLiveAdd(b *testing.B) {
 	s, quiet := benchStore(b, 0)
@@ -273,7 +274,12 @@ func BenchmarkLiveAdd(b *testing.B) {
 		f    *store.Feature
 	}{
 		{"not live", func(l store.List, n int) error { _, err := s.AddItems(ctx, l, items(n)); return err }, quiet},
-		{"live, at once", func(l store.List, n int) error { _, err := s.AddItems(ctx, l, items(n)); return err }, &live},
+		{"live, in the batch", func(l store.List, n int) error { _, err := s.AddItems(ctx, l, items(n)); return err }, &live},
+		{"live, beside the batch", func(l store.List, n int) error {
+			defer s.SetSharedRecordBytes(s.SetSharedRecordBytes(0))
+			_, err := s.AddItems(ctx, l, items(n))
+			return err
+		}, &live},
 		{"live, one logged batch", func(l store.List, n int) error { return s.AddInOneBatch(ctx, l, items(n)) }, &live},
 	}
 	for _, n := range []int{1, 10} {

@@ -95,6 +95,9 @@ type Store struct {
 	stmt    statements
 	// batchType is how AddItems batches; see there.
 	batchType gocql.BatchType
+	// sharedRecord bounds a record that goes in its add's batch
+	// (sharedRecordBytes; changed by benchmarks).
+	sharedRecord int
 	rows      *store.RowMeter
 	turns     *store.Turns // the long scans'
 
@@ -215,7 +218,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 		session.Close()
 		return nil, err
 	}
-	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace), batchType: gocql.LoggedBatch, rows: rows, turns: store.NewTurns(cfg.LongScans)}
+	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace), batchType: gocql.LoggedBatch, sharedRecord: sharedRecordBytes, rows: rows, turns: store.NewTurns(cfg.LongScans)}
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -18,6 +18,14 @@ func OpenTuned(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig))
 // SetBatchType changes how AddItems batches, for benchmarks.
 func (s *Store) SetBatchType(t gocql.BatchType) { s.batchType = t }
 
+// SetSharedRecordBytes changes the bound of a record that goes in its
+// add's batch, for benchmarks (0: none does), and returns the one before.
+func (s *Store) SetSharedRecordBytes(n int) int {
+	prev := s.sharedRecord
+	s.sharedRecord = n
+	return prev
+}
+
 // TakeTurns takes every turn of the long scans, until release.
 func (s *Store) TakeTurns() (release func()) { return s.turns.Take() }
 

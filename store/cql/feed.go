@@ -63,13 +63,9 @@ func (s *Store) shardOf(l store.ListID) int {
 	return int(h.Sum32() % uint32(s.cfg.Feed.Shards))
 }
 
-// record writes an add's change, as its items are written, under a
-// deadline of its own: whether the client waits or not, the record is
-// written, or the add fails. It must be readable within half the feed's
-// window of its time: a record that could not be written by then fails
-// the add, which the client retries (an add of the same items is the same
-// add, delivered again with the new record).
-func (s *Store) record(ctx context.Context, l store.List, writes []store.Write) error {
+// record is an add's change record: its statement, timed as the add
+// begins, and what its items weigh (store.ChangeBytes).
+func (s *Store) record(l store.List, writes []store.Write) (gocql.BatchEntry, int) {
 	at := s.clock.stamp()
 	id := gocql.UUIDFromTime(at)
 	c := store.ChangeOf("", at, l, writes)
@@ -78,16 +74,27 @@ func (s *Store) record(ctx context.Context, l store.List, writes []store.Write) 
 	for i, it := range c.Items {
 		keys[i], values[i] = it.Key, it.Value
 	}
-	// By this gateway's clock, as deadlines are.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Feed.Window/2)
-	defer cancel()
-	err := s.session.Query(s.stmt.insertChange, bucketOf(at), s.shardOf(c.List), id, c.List.Feature, l.Feature.CreatedAt, c.List.EntityID, keys, values, store.ChangeBytes(c), int(s.cfg.Feed.Retention/time.Second)).
-		WithContext(ctx).Consistency(s.cfg.WriteConsistency).Idempotent(true).Exec()
-	if err != nil {
-		return fmt.Errorf("%w: the record of the add that live subscriptions follow was not written, though its items may have been; add them again (an add of the same items is the same add): %v",
-			errkind.Unavailable, classify("recording an add", err))
-	}
-	return nil
+	size := store.ChangeBytes(c)
+	return gocql.BatchEntry{Stmt: s.stmt.insertChange, Idempotent: true,
+		Args: []any{bucketOf(at), s.shardOf(c.List), id, c.List.Feature, l.Feature.CreatedAt, c.List.EntityID, keys, values, size, int(s.cfg.Feed.Retention / time.Second)}}, size
+}
+
+// recordContext is the context of an add that writes a record: a deadline
+// of its own, by this gateway's clock, as deadlines are. Whether the
+// client waits or not, the record is written, or the add fails. It must
+// be readable within half the feed's window of its time: a record that
+// could not be written by then fails the add, which the client retries
+// (an add of the same items is the same add, delivered again with the new
+// record).
+func (s *Store) recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Feed.Window/2)
+}
+
+// recordFailed is the error of an add whose record may not have been
+// written.
+func recordFailed(err error) error {
+	return fmt.Errorf("%w: the record of the add that live subscriptions follow was not written, though its items may have been; add them again (an add of the same items is the same add): %v",
+		errkind.Unavailable, classify("recording an add", err))
 }
 
 // Record positions: the kind, the feed's identity (its cluster and

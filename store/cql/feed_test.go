@@ -28,47 +28,53 @@ func (o cancelAfterBatch) ObserveBatch(ctx context.Context, b gocql.ObservedBatc
 }
 
 // An add's record is written under a deadline of its own: a client that
-// hangs up once the items are written (sent with the record, on a live
-// feature) still leaves a record, and its items reach subscriptions.
+// hangs up once the add's batch is written still leaves a record, and its
+// items reach subscriptions, whether the record went in the batch (a small
+// one) or beside it (one too large to share a batch).
 func TestRecordOutlivesItsClient(t *testing.T) {
-	ctx, hangUp := context.WithCancel(context.Background())
-	defer hangUp()
-	cfg := cqltest.Config(t)
-	s, err := cql.OpenTuned(context.Background(), cfg, func(c *gocql.ClusterConfig) {
-		c.BatchObserver = cancelAfterBatch{next: c.BatchObserver, cancel: hangUp}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	f, err := s.CreateFeature(context.Background(), store.Feature{EntityType: "record_client", Name: "f", ValueType: store.String, TTL: time.Hour, Live: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := store.List{Feature: &f, EntityID: "u1"}
-	head, err := s.FeedHead(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.AddItems(ctx, l, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte("written")}}); err != nil {
-		t.Fatalf("the add whose client hung up after its items: %v", err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for at := head; ; {
-		changes, reached, err := s.ReadFeed(context.Background(), at, func(id store.ListID) bool { return id == l.ID() }, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(changes) == 1 && string(changes[0].Items[0].Value) == "written" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no record of the add within 30 s")
-		}
-		at = reached
-		if err := s.WaitFeed(context.Background(), at); err != nil {
-			t.Fatal(err)
-		}
+	for _, size := range []int{8, 4 << 10} {
+		t.Run(fmt.Sprintf("%d bytes", size), func(t *testing.T) {
+			ctx, hangUp := context.WithCancel(context.Background())
+			defer hangUp()
+			cfg := cqltest.Config(t)
+			s, err := cql.OpenTuned(context.Background(), cfg, func(c *gocql.ClusterConfig) {
+				c.BatchObserver = cancelAfterBatch{next: c.BatchObserver, cancel: hangUp}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			f, err := s.CreateFeature(context.Background(), store.Feature{EntityType: "record_client", Name: fmt.Sprint("f", size), ValueType: store.String, TTL: time.Hour, Live: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := store.List{Feature: &f, EntityID: "u1"}
+			head, err := s.FeedHead(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			value := strings.Repeat("w", size)
+			if _, err := s.AddItems(ctx, l, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte(value)}}); err != nil {
+				t.Fatalf("the add whose client hung up after its batch: %v", err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for at := head; ; {
+				changes, reached, err := s.ReadFeed(context.Background(), at, func(id store.ListID) bool { return id == l.ID() }, 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(changes) == 1 && string(changes[0].Items[0].Value) == value {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no record of the add within 30 s")
+				}
+				at = reached
+				if err := s.WaitFeed(context.Background(), at); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

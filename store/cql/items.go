@@ -176,7 +176,7 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	// silently stop being so.
 	b := s.session.Batch(s.batchType).WithContext(ctx).WithTimestamp(writeTimestamp())
 	b.SetConsistency(s.cfg.WriteConsistency)
-	b.Entries = make([]gocql.BatchEntry, len(writes), len(writes)+1)
+	b.Entries = make([]gocql.BatchEntry, len(writes), len(writes)+2)
 	for i, w := range writes {
 		// The driver stamps each attempt with the time it is sent unless
 		// the batch carries a timestamp; with the operation's own, a retry
@@ -195,11 +195,17 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	return store.AddResult{Added: len(writes), Expired: expired}, nil
 }
 
-// write sends an add's batch, and for a live feature its record at the same
-// time: one round trip either way. The two are separate writes (a logged
-// batch across partitions would go through the batchlog, two more writes),
-// so a record may be written for items that were not, as an add that
-// fails may have been applied; the client's retry makes it true.
+// write sends an add's batch, and for a live feature its record: one
+// round trip either way. A small record goes in the same batch, made
+// unlogged: the items' partition is still one mutation the server applies
+// whole, and the record another, so the two are separate writes, as a
+// logged batch would make them only through the batchlog, two more writes.
+// A record may then be written for items that were not, as an add that
+// fails may have been applied; the client's retry makes it true. A larger
+// one is sent beside the batch, at once: a batch over two partitions past
+// batch_size_warn_threshold (5 KiB by default) has each one logged by the
+// server as a warning, and past batch_size_fail_threshold (50 KiB)
+// refused.
 func (s *Store) write(ctx context.Context, b *gocql.Batch, l store.List, writes []store.Write) error {
 	if err := ctx.Err(); err != nil {
 		return err // past its deadline, an add writes nothing, record included
@@ -207,15 +213,37 @@ func (s *Store) write(ctx context.Context, b *gocql.Batch, l store.List, writes 
 	if !l.Feature.Live {
 		return classify("adding list items", s.session.ExecuteBatch(b))
 	}
+	rec, size := s.record(l, writes)
+	rctx, cancel := s.recordContext(ctx)
+	defer cancel()
+	if size <= s.sharedRecord {
+		b.Type = gocql.UnloggedBatch
+		b.Entries = append(b.Entries, rec)
+		if err := s.session.ExecuteBatch(b.WithContext(rctx)); err != nil {
+			return recordFailed(err)
+		}
+		return nil
+	}
 	recorded := make(chan error, 1)
-	go func() { recorded <- s.record(ctx, l, writes) }()
+	go func() {
+		recorded <- s.session.Query(rec.Stmt, rec.Args...).WithContext(rctx).Consistency(s.cfg.WriteConsistency).Idempotent(true).Exec()
+	}()
 	err := s.session.ExecuteBatch(b)
 	rerr := <-recorded
 	if err != nil {
 		return classify("adding list items", err)
 	}
-	return rerr
+	if rerr != nil {
+		return recordFailed(rerr)
+	}
+	return nil
 }
+
+// sharedRecordBytes bounds the record (store.ChangeBytes, which counts
+// more than the server does) that goes in its add's batch: the items'
+// rows and the record, each of about that size, stay under Cassandra's
+// default batch_size_warn_threshold of 5 KiB.
+const sharedRecordBytes = 2 << 10
 
 // removeBatch bounds the item keys of one delete statement, and
 // removeWorkers the statements of one removal at once.

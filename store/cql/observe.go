@@ -27,7 +27,7 @@ type observer struct {
 	slow     time.Duration
 	log      *slog.Logger
 	cfg      *Config
-	stmts    sync.Map // statement → *statementInfo
+	stmts    [2]sync.Map // statement → *statementInfo, of statements [0] and of batches [1]
 }
 
 type statementInfo struct {
@@ -58,11 +58,8 @@ func newObserver(cfg *Config) (*observer, error) {
 
 // info parses a statement once: its operation, keyspace and table.
 func (o *observer) info(stmt string, batch bool) *statementInfo {
-	key := stmt
-	if batch {
-		key = "BATCH " + stmt
-	}
-	if v, ok := o.stmts.Load(key); ok {
+	stmts := &o.stmts[b2i(batch)]
+	if v, ok := stmts.Load(stmt); ok {
 		return v.(*statementInfo)
 	}
 	fields := strings.Fields(stmt)
@@ -110,7 +107,7 @@ func (o *observer) info(stmt string, batch bool) *statementInfo {
 	if consistency != "" {
 		info.spanAttrs = append(info.spanAttrs, semconv.CassandraConsistencyLevelKey.String(strings.ToLower(consistency)))
 	}
-	v, _ := o.stmts.LoadOrStore(key, info)
+	v, _ := stmts.LoadOrStore(stmt, info)
 	return v.(*statementInfo)
 }
 
@@ -136,13 +133,15 @@ func (o *observer) observe(ctx context.Context, info *statementInfo, start, end 
 	} else {
 		o.duration.Record(ctx, took.Seconds(), info.ok)
 	}
-	hostAddr := ""
-	if host != nil {
-		hostAddr = host.ConnectAddress().String()
+	hostAddr := func() string {
+		if host == nil {
+			return ""
+		}
+		return host.ConnectAddress().String()
 	}
 	if _, span := o.tracer.Start(ctx, info.spanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start)); span.IsRecording() {
 		span.SetAttributes(info.spanAttrs...)
-		span.SetAttributes(extra, semconv.ServerAddress(hostAddr), attribute.Int("cassandra.attempt", attempt))
+		span.SetAttributes(extra, semconv.ServerAddress(hostAddr()), attribute.Int("cassandra.attempt", attempt))
 		if host != nil {
 			span.SetAttributes(semconv.CassandraCoordinatorID(host.HostID()), semconv.CassandraCoordinatorDC(host.DataCenter()))
 		}
@@ -155,7 +154,7 @@ func (o *observer) observe(ctx context.Context, info *statementInfo, start, end 
 	}
 	if o.slow > 0 && took >= o.slow {
 		o.log.WarnContext(ctx, "slow CQL statement", "statement", info.spanName, "query", info.query,
-			"duration", took, "host", hostAddr, "attempt", attempt, "err", err)
+			"duration", took, "host", hostAddr(), "attempt", attempt, "err", err)
 	}
 }
 
