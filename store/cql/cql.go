@@ -98,8 +98,8 @@ type Store struct {
 	// sharedRecord bounds a record that goes in its add's batch
 	// (sharedRecordBytes; changed by benchmarks).
 	sharedRecord int
-	rows      *store.RowMeter
-	turns     *store.Turns // the long scans'
+	rows         *store.RowMeter
+	turns        *store.Turns // the long scans'
 
 	clock     clock
 	feedID    [4]byte // of the change feed: its cluster and keyspace (feed.go)
