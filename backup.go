@@ -55,7 +55,7 @@ gateway with --data-dir DIR.
 // runBackup backs up the embedded store of --data-dir to --to.
 func runBackup(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	var c config
-	fs := commandFlags("backup", &c, "data-dir")
+	fs, _ := commandFlags("backup", &c, "data-dir")
 	to := fs.String("to", "", "the folder to write the backup to: one outside the data folder that does not exist, or an empty one")
 	if err := parseCommand(fs, backupUsage, args, getenv, stdout); err != nil {
 		return err

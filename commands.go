@@ -18,15 +18,16 @@ type command func(ctx context.Context, args []string, getenv func(string) string
 // commands are listgate's commands, by the name that comes first on its
 // command line; with flags alone, listgate serves.
 var commands = map[string]command{
-	"schema": runSchema,
-	"backup": runBackup,
+	"schema":  runSchema,
+	"migrate": runMigrate,
+	"backup":  runBackup,
 }
 
 // runCommand runs the command args[0] names.
 func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cmd, ok := commands[args[0]]
 	if !ok {
-		return fmt.Errorf("unknown command %q: the commands are schema and backup, and listgate with flags alone serves (listgate --help says more)", args[0])
+		return fmt.Errorf("unknown command %q: the commands are schema, migrate and backup, and listgate with flags alone serves (listgate --help says more)", args[0])
 	}
 	if err := cmd(ctx, args[1:], getenv, stdout); !errors.Is(err, flag.ErrHelp) {
 		return err
@@ -43,8 +44,8 @@ func isCommand(args []string) bool {
 // commandFlags is the flag set of a command, with the gateway's flags it
 // shares, as the gateway defines them (the same defaults, usage and
 // variables), each setting its part of c. The command adds its own.
-func commandFlags(name string, c *config, shared ...string) *flag.FlagSet {
-	all, _ := newFlagSet(c)
+func commandFlags(name string, c *config, shared ...string) (*flag.FlagSet, flagText) {
+	all, text := newFlagSet(c)
 	fs := flag.NewFlagSet("listgate "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -52,7 +53,7 @@ func commandFlags(name string, c *config, shared ...string) *flag.FlagSet {
 		f := all.Lookup(n)
 		fs.Var(f.Value, f.Name, f.Usage)
 	}
-	return fs
+	return fs, text
 }
 
 // parseCommand reads a command's flags from args, then the variables of
@@ -77,17 +78,18 @@ func parseCommand(fs *flag.FlagSet, head string, args []string, getenv func(stri
 
 const schemaUsage = `Usage: listgate schema [flags]
 
-listgate schema prints the CQL that listgate --migrate runs: the keyspace,
+listgate schema prints the CQL that listgate migrate runs: the keyspace,
 with the replication of --cql-replication, and every table with its
 options, each under a note of what a DBA may tune and what must stay as it
-is. Apply it with cqlsh -f, then start the gateways without --migrate.
+is. Apply it with cqlsh -f (or run listgate migrate), then start the
+gateways.
 
 `
 
 // runSchema prints the schema Migrate applies.
 func runSchema(_ context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	var c config
-	fs := commandFlags("schema", &c, "cql-keyspace", "cql-replication")
+	fs, _ := commandFlags("schema", &c, "cql-keyspace", "cql-replication")
 	if err := parseCommand(fs, schemaUsage, args, getenv, stdout); err != nil {
 		return err
 	}
@@ -99,4 +101,59 @@ func (c config) schema() cql.Schema {
 	sc := cql.DefaultSchema()
 	sc.Replication = c.CQLReplication
 	return sc
+}
+
+const migrateUsage = `Usage: listgate migrate --cql-hosts HOSTS [flags]
+
+listgate migrate creates on the cluster the keyspace and tables that are
+missing (what listgate schema prints), adds the columns a schema of an
+earlier release lacks, waits for every node to agree on the schema, checks
+it as a gateway's readiness does, and exits: 0 when the gateways can
+serve, 1 with the reason otherwise. It never drops anything, so running it
+again, or on every release, is safe. Run it before the gateways start (a
+Kubernetes Job: deploy/kubernetes/migrate); --migrate on the gateway does
+the same before serving, for development. It takes the gateway's flags and
+variables for the cluster.
+
+`
+
+// migrateFlags are the gateway's flags that listgate migrate takes: the
+// cluster's address, login and TLS, and what the schema depends on.
+var migrateFlags = []string{"cql-hosts", "cql-keyspace", "cql-local-dc", "cql-username", "cql-password",
+	"cql-tls", "cql-tls-ca", "cql-tls-cert", "cql-tls-key", "cql-tls-server-name", "cql-tls-verify-hostname",
+	"cql-timeout", "cql-replication", "change-feed-retention"}
+
+// runMigrate applies the schema to the cluster and exits.
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	var c config
+	fs, text := commandFlags("migrate", &c, migrateFlags...)
+	if err := parseCommand(fs, migrateUsage, args, getenv, stdout); err != nil {
+		return err
+	}
+	c.CQLHosts = splitList(*text.hosts)
+	if len(c.CQLHosts) == 0 {
+		return errors.New("--cql-hosts is required: listgate migrate creates the schema on a cluster (the embedded store needs none)")
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	tls, err := loadCQLTLS(c.CQLTLSFiles, func(name string) bool { return given[name] || getenv(envName(name)) != "" }, true)
+	if err != nil {
+		return err
+	}
+	c.CQLTLS = tls
+	cfg := cqlConfig(c)
+	cfg.Feed.Retention = c.Feed.Retention
+	s, err := cql.Open(ctx, cfg)
+	if err != nil {
+		return explainTLS(c, err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx, c.schema()); err != nil {
+		return err
+	}
+	if err := s.Ready(ctx); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "listgate migrate: keyspace %s on %s holds the schema, and every node agrees on it\n", c.CQLKeyspace, strings.Join(c.CQLHosts, ","))
+	return err
 }

@@ -56,7 +56,10 @@ func TestCommands(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"scheme"}, `unknown command "scheme": the commands are schema and backup`},
+		{[]string{"scheme"}, `unknown command "scheme": the commands are schema, migrate and backup`},
+		{[]string{"migrate"}, "--cql-hosts is required"},
+		{[]string{"migrate", "--cql-hosts", "127.0.0.1:1", "--listen", ":1"}, "flag provided but not defined: -listen (listgate migrate --help lists the flags)"},
+		{[]string{"migrate", "--cql-hosts", "127.0.0.1:1", "--cql-keyspace", "Bad-Name"}, `keyspace "Bad-Name"`},
 		{[]string{"schema", "--cql-hosts", "10.0.0.1"}, "flag provided but not defined: -cql-hosts (listgate schema --help lists the flags)"},
 		{[]string{"schema", "extra"}, "unexpected arguments: [extra]"},
 		{[]string{"schema", "--cql-keyspace", "Bad-Name"}, `keyspace "Bad-Name"`},
@@ -68,7 +71,8 @@ func TestCommands(t *testing.T) {
 			t.Errorf("listgate %s: err = %v, want one saying %q", strings.Join(tc.args, " "), err, tc.want)
 		}
 	}
-	for cmd, want := range map[string]string{"schema": "--cql-replication string  (LISTGATE_CQL_REPLICATION", "backup": "--data-dir string  (LISTGATE_DATA_DIR"} {
+	for cmd, want := range map[string]string{"schema": "--cql-replication string  (LISTGATE_CQL_REPLICATION", "backup": "--data-dir string  (LISTGATE_DATA_DIR",
+		"migrate": "--cql-password string  (LISTGATE_CQL_PASSWORD"} {
 		out, err := runArgs(t, noEnv, cmd, "--help")
 		if err != nil || !strings.HasPrefix(out, "Usage: listgate "+cmd) || !strings.Contains(out, want) {
 			t.Errorf("listgate %s --help: %v\n%s", cmd, err, out)
@@ -98,6 +102,53 @@ func TestSchemaCommand(t *testing.T) {
 	}
 	if got := splitCQL(out); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("listgate schema printed the statements\n%s\nwant\n%s", strings.Join(got, ";\n"), strings.Join(want, ";\n"))
+	}
+}
+
+// listgate migrate, given the gateway's flags and variables for the
+// cluster, leaves a keyspace a gateway serves from without --migrate, and
+// exits; run again, it changes nothing and succeeds. A cluster it cannot
+// reach makes it fail, saying so.
+func TestMigrateCommand(t *testing.T) {
+	hosts := cqltest.Hosts(t)
+	ks := fmt.Sprintf("ops_migrate_%d", os.Getpid())
+	dropKeyspace(t, hosts, ks)
+	env := map[string]string{"LISTGATE_CQL_KEYSPACE": ks, "LISTGATE_CQL_TIMEOUT": "10s"}
+	getenv := func(k string) string { return env[k] }
+	for range 2 {
+		out, err := runArgs(t, getenv, "migrate", "--cql-hosts", strings.Join(hosts, ","))
+		if err != nil || !strings.Contains(out, "keyspace "+ks+" on ") {
+			t.Fatalf("listgate migrate: %v\n%s", err, out)
+		}
+	}
+	base := start(t, "--cql-hosts", strings.Join(hosts, ","), "--cql-keyspace", ks, "--cql-timeout", "10s")
+	walkthrough(t, base, "user")
+
+	if _, err := runArgs(t, getenv, "migrate", "--cql-hosts", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "connecting to CQL hosts 127.0.0.1:1") {
+		t.Fatalf("listgate migrate of a cluster that is not there: err = %v", err)
+	}
+}
+
+// dropKeyspace drops a keyspace now and when the test ends, after the
+// gateways' and the stores' cleanups.
+func dropKeyspace(t *testing.T, hosts []string, ks string) {
+	t.Helper()
+	cluster := gocql.NewCluster(hosts...)
+	cluster.Timeout = time.Minute // DDL waits for schema agreement on a busy machine
+	cluster.Consistency = gocql.One
+	session, err := cluster.CreateSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := func() error { return session.Query("DROP KEYSPACE IF EXISTS " + ks).Exec() }
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Logf("dropping %s: %v", ks, err)
+		}
+		session.Close()
+	})
+	if err := drop(); err != nil {
+		t.Fatal(err)
 	}
 }
 

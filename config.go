@@ -167,7 +167,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.DurationVar(&c.CQLTimeout, "cql-timeout", 2*time.Second, "timeout of one CQL statement attempt")
 	fs.IntVar(&c.CQLConnections, "cql-connections", 2, "connections per host (per shard on ScyllaDB)")
 	fs.DurationVar(&c.ClockOffset, "test-clock-offset", 0, "for tests only: run this gateway's clock this far ahead of the machine's (negative: behind), as a writer with a wrong clock would")
-	fs.BoolVar(&c.Migrate, "migrate", false, "create the keyspace and tables that are missing (the statements listgate schema prints), then serve")
+	fs.BoolVar(&c.Migrate, "migrate", false, "create the keyspace and tables that are missing (as listgate migrate does), then serve: for development; in production run listgate migrate first")
 	fs.StringVar(&c.CQLReplication, "cql-replication", cql.DefaultSchema().Replication, "keyspace replication map used by --migrate and listgate schema")
 	fs.DurationVar(&c.FeatureRefresh, "feature-refresh", 10*time.Second, "how often the feature catalog is reloaded (at most a third of --feature-staleness)")
 	fs.DurationVar(&c.FeatureStaleness, "feature-staleness", features.DefaultStaleness, "how old the feature catalog may be and still be served, the same on every gateway of a fleet: past it lists are refused (UNAVAILABLE); a deleted feature may still be served this long through a gateway that has not reloaded, one re-created with another value type or cap waits this long (and 5 s of clock skew) after its deletion, and subscriptions to a feature made live wait as long after the change")
@@ -305,24 +305,12 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	}
 	c.StoreLimits.MaxAddBytes = store.DefaultLimits.MaxAddBytes
 
-	for _, h := range strings.Split(*hosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			c.CQLHosts = append(c.CQLHosts, h)
-		}
-	}
+	c.CQLHosts = splitList(*hosts)
 	if c.CQLTLS, err = loadCQLTLS(c.CQLTLSFiles, explicit, len(c.CQLHosts) > 0); err != nil {
 		return c, err
 	}
-	for _, h := range strings.Split(*text.allowedHosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			c.AllowedHosts = append(c.AllowedHosts, h)
-		}
-	}
-	for _, o := range strings.Split(*origins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			c.CORSOrigins = append(c.CORSOrigins, o)
-		}
-	}
+	c.AllowedHosts = splitList(*text.allowedHosts)
+	c.CORSOrigins = splitList(*origins)
 	if err := checkOrigins(c.CORSOrigins, c.CORSCredentials); err != nil {
 		return c, err
 	}
@@ -433,15 +421,27 @@ func checkOrigins(origins []string, credentials bool) error {
 	return nil
 }
 
+// splitList splits a comma-separated flag into its non-empty entries.
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // serveUsage heads what listgate --help shows.
 const serveUsage = `Usage: listgate [flags]
-       listgate schema [flags]            print the CQL schema --migrate applies
+       listgate schema [flags]            print the CQL schema migrate applies
+       listgate migrate [flags]           apply the CQL schema to the cluster, then exit
        listgate backup --to DIR [flags]   back up the embedded store
 
 listgate serves the list features of a feature store over GraphQL, on
 ScyllaDB or Cassandra (--cql-hosts) or, without them, on an embedded store
-(--data-dir). listgate schema --help and listgate backup --help say more of
-the other commands.
+(--data-dir). listgate schema --help, listgate migrate --help and listgate
+backup --help say more of the other commands.
 
 Every flag can also be set by the environment variable in brackets after
 it; a flag on the command line wins over its variable.

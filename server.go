@@ -259,14 +259,8 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 		}
 		return s, nil
 	}
-	c := cql.DefaultConfig()
-	c.Hosts = cfg.CQLHosts
-	c.Keyspace = cfg.CQLKeyspace
-	c.LocalDC = cfg.CQLLocalDC
-	c.Username, c.Password = cfg.CQLUsername, cfg.CQLPassword
-	c.TLS = cfg.CQLTLS
+	c := cqlConfig(cfg)
 	c.ReadConsistency, c.WriteConsistency = cfg.CQLReadConsistency, cfg.CQLWriteConsistency
-	c.Timeout = cfg.CQLTimeout
 	c.NumConns = cfg.CQLConnections
 	c.Feed = cfg.Feed
 	c.Now = cfg.now
@@ -290,6 +284,19 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 		return nil, err
 	}
 	return s, nil
+}
+
+// cqlConfig is the store's configuration of the cluster's address, login,
+// TLS and statement timeout, which the gateway and listgate migrate share.
+func cqlConfig(cfg config) cql.Config {
+	c := cql.DefaultConfig()
+	c.Hosts = cfg.CQLHosts
+	c.Keyspace = cfg.CQLKeyspace
+	c.LocalDC = cfg.CQLLocalDC
+	c.Username, c.Password = cfg.CQLUsername, cfg.CQLPassword
+	c.TLS = cfg.CQLTLS
+	c.Timeout = cfg.CQLTimeout
+	return c
 }
 
 // opsListeners are the operators' own listeners, off the public one:

@@ -10,6 +10,7 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -444,4 +445,80 @@ func parseSize(s string) (int64, error) {
 		return 0, err
 	}
 	return q.Value(), nil
+}
+
+// TestMigrateJob renders the schema step and checks it against the
+// listgate command and the prod overlay: it runs listgate migrate with
+// flags migrate takes, on the overlay's cluster, keyspace and data centre,
+// with the overlay's image, namespace and CQL login, as the pod security
+// standard "restricted" asks.
+func TestMigrateJob(t *testing.T) {
+	bin := buildListgate(t)
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), "kubernetes/migrate")
+	if err != nil {
+		t.Fatalf("kustomize build kubernetes/migrate: %v", err)
+	}
+	if len(resources.Resources()) != 1 || resources.Resources()[0].GetKind() != "Job" {
+		t.Fatalf("kubernetes/migrate renders %d objects, want one Job", len(resources.Resources()))
+	}
+	doc, err := resources.Resources()[0].AsYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := yaml.UnmarshalStrict(doc, &job); err != nil {
+		t.Fatalf("the Job does not decode strictly: %v\n%s", err, doc)
+	}
+	prod := render(t, "kubernetes/overlays/prod")
+	gateway := prod.deployment.Spec.Template.Spec.Containers[0]
+	pod := job.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("the Job runs %d containers, want one", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if len(c.Args) == 0 || c.Args[0] != "migrate" {
+		t.Fatalf("the Job's args are %q, want listgate migrate's", c.Args)
+	}
+	// Every arg is a flag migrate takes: one it does not stops the
+	// parsing before --help.
+	if out, err := runListgate(bin, append(slices.Clone(c.Args), "--help")...); err != nil || !strings.HasPrefix(out, "Usage: listgate migrate") {
+		t.Errorf("listgate %s --help: %v\n%s", strings.Join(c.Args, " "), err, out)
+	}
+	flags := func(args []string) map[string]string {
+		m := map[string]string{}
+		for _, a := range args {
+			name, value, _ := strings.Cut(a, "=")
+			m[strings.TrimPrefix(name, "--")] = value
+		}
+		return m
+	}
+	mine, theirs := flags(c.Args[1:]), flags(gateway.Args)
+	for _, f := range []string{"cql-hosts", "cql-keyspace", "cql-local-dc"} {
+		if mine[f] == "" || mine[f] != theirs[f] {
+			t.Errorf("the Job's --%s is %q, the prod Deployment's %q: migrate the cluster the gateways serve from", f, mine[f], theirs[f])
+		}
+	}
+	if c.Image != gateway.Image || job.Namespace != prod.deployment.Namespace {
+		t.Errorf("the Job runs %s in namespace %q, the Deployment %s in %q", c.Image, job.Namespace, gateway.Image, prod.deployment.Namespace)
+	}
+	login := map[string]string{}
+	for _, e := range gateway.Env {
+		if strings.HasPrefix(e.Name, "LISTGATE_CQL_") {
+			login[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	for _, e := range c.Env {
+		if login[e.Name] != "" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && login[e.Name] == e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key {
+			delete(login, e.Name)
+		}
+	}
+	if len(login) > 0 {
+		t.Errorf("the Job lacks the Deployment's CQL login %v", login)
+	}
+	sc, csc := pod.SecurityContext, c.SecurityContext
+	if pod.RestartPolicy != corev1.RestartPolicyNever || sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.SeccompProfile == nil ||
+		csc == nil || csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation || csc.Capabilities == nil || len(csc.Capabilities.Drop) != 1 ||
+		c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("the Job's pod is not restricted, restarts its container, or has no memory limit: %+v %+v", pod, c)
+	}
 }

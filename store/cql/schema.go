@@ -141,20 +141,21 @@ func WriteSchema(w io.Writer, keyspace string, sc Schema, feed FeedConfig) error
 		return err
 	}
 	var b strings.Builder
-	b.WriteString(comment(`The schema of listgate's CQL store: what listgate --migrate runs, printed
-by listgate schema. Apply it with cqlsh -f, or let one gateway run with
---migrate; then start the gateways without it.
+	b.WriteString(comment(`The schema of listgate's CQL store: what listgate migrate runs, printed
+by listgate schema. Apply it with cqlsh -f, or with listgate migrate;
+then start the gateways.
 
 Each statement says what a DBA may tune and what must stay as it is.
 Table options may be changed before or after (ALTER TABLE ... WITH): the
-gateway never changes them, and --migrate creates only what is missing.`))
+gateway never changes them, and listgate migrate creates only what is
+missing.`))
 	for _, st := range stmts {
 		b.WriteString("\n")
 		b.WriteString(comment(st.Note))
 		b.WriteString(st.CQL + ";\n")
 	}
 	b.WriteString("\n")
-	upgrade := "A list_features table made by an earlier release lacks columns, which\n--migrate adds; by hand:"
+	upgrade := "A list_features table made by an earlier release lacks columns, which\nlistgate migrate adds; by hand:"
 	for _, c := range featureColumns {
 		upgrade += "\n  " + fmt.Sprintf(newStatements(keyspace).addFeatureColumn, c) + ";"
 	}
