@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/documents"
 	"github.com/listgate/listgate/endpoint"
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/features"
 	"github.com/listgate/listgate/playground"
 	"github.com/listgate/listgate/store"
@@ -85,8 +87,11 @@ func serve(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.
 // storeOpener opens the gateway's store: openStore, or a test's.
 type storeOpener func(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger) (store.Store, error)
 
-// serveOn runs the gateway, on the store open opens, until ctx ends. Then
-// it stops accepting connections, lets in-flight requests finish and ends
+// serveOn runs the gateway, on the store open opens, until ctx ends. It
+// listens first, and while the store cannot be opened (a cluster not up
+// yet) it answers /healthz, reports unready on /readyz and /graphql
+// UNAVAILABLE, and tries again, backing off (openStoreRetrying). Once
+// ctx ends it stops accepting connections, lets in-flight requests finish and ends
 // subscriptions (up to the shutdown timeout), closes the store and
 // flushes telemetry. Whatever has not stopped shortly after the shutdown
 // timeout is left behind, and the error names it.
@@ -98,8 +103,42 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 		defer cancel()
 		return tel.Shutdown(flushCtx)
 	})
-	st, err := open(ctx, cfg, tel, log)
+	build := readBuild()
+	if err := observeBuild(tel.MeterProvider, build); err != nil {
+		return err
+	}
+	ready := &readiness{stuckAfter: stuckAfter(cfg.Limits.RequestTimeout)}
+	if err := observeReady(tel.MeterProvider, ready); err != nil {
+		return err
+	}
+	// The operators' listeners outlive the public one's draining and the
+	// subscriptions' ending, so /metrics shows them.
+	ops, err := listenOps(cfg, tel, log)
 	if err != nil {
+		return err
+	}
+	down.add("the operators' listeners", func(context.Context) error { ops.close(); return nil })
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w: give another address with --listen (or LISTGATE_LISTEN), such as --listen 127.0.0.1:8081", cfg.Listen, err)
+	}
+	api := new(gateway)
+	srv := &http.Server{
+		Handler: newServer(cfg, api, ready, tel, log),
+		// A client that sends or reads slowly cannot hold a connection
+		// past these; a request's own work ends at --request-timeout.
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      cfg.Limits.RequestTimeout + 10*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("listgate listening, opening the store", "listen", ln.Addr().String())
+	st, err := openStoreRetrying(ctx, cfg, tel, log, open, ready)
+	if err != nil || st == nil {
+		srv.Close() // it served nothing but refusals: nothing to drain
 		return err
 	}
 	down.add("the store", func(context.Context) error {
@@ -114,14 +153,6 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 	}
 	in, err := store.Instrument(st, tel.MeterProvider)
 	if err != nil {
-		return err
-	}
-	build := readBuild()
-	if err := observeBuild(tel.MeterProvider, build); err != nil {
-		return err
-	}
-	ready := readiness{st: in, stuckAfter: stuckAfter(cfg.Limits.RequestTimeout)}
-	if err := observeReady(tel.MeterProvider, ready); err != nil {
 		return err
 	}
 	catalog, err := features.New(ctx, in, log, tel.MeterProvider)
@@ -156,13 +187,6 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 	if cfg.TrustedDocuments != "" {
 		log.Info("trusted documents", "path", cfg.TrustedDocuments, "mode", string(docs.Mode()))
 	}
-	// The operators' listeners outlive the public one's draining and the
-	// subscriptions' ending, so /metrics shows them.
-	ops, err := listenOps(cfg, tel, log)
-	if err != nil {
-		return err
-	}
-	down.add("the operators' listeners", func(context.Context) error { ops.close(); return nil })
 	gql, err := endpoint.New(endpoint.Config{
 		Store: in, Catalog: catalog, Auth: authn, Loader: cfg.Loader, Limits: cfg.Limits, Subscriptions: cfg.Subscriptions,
 		Introspection: cfg.Introspection, Hosts: cfg.AllowedHosts, Log: log, Now: cfg.now, Documents: docs,
@@ -182,20 +206,8 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 		gql.Shutdown(context.WithoutCancel(ctx))
 		return nil
 	})
-	srv := &http.Server{
-		Handler: newServer(cfg, gql, ready, tel, log),
-		// A client that sends or reads slowly cannot hold a connection
-		// past these; a request's own work ends at --request-timeout.
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      cfg.Limits.RequestTimeout + 10*time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
+	api.h.Store(gql)
+	ready.st.Store(in)
 	log.Info("listgate serving", startupAttrs(cfg, build, ln.Addr().String(), ops)...)
 	if cfg.Playground {
 		fmt.Fprintf(stdout, "listgate serving http://%s (playground at /, GraphQL at /graphql)\n", ln.Addr())
@@ -203,8 +215,6 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 		fmt.Fprintf(stdout, "listgate serving http://%s (GraphQL at /graphql)\n", ln.Addr())
 	}
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	down.add("in-flight requests", func(ctx context.Context) error {
 		subscriptions.begin(ctx)
 		drain(ctx, srv, cfg.ShutdownTimeout, log)
@@ -217,6 +227,51 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 	}
 	log.Info("shutting down: ending subscriptions, finishing in-flight requests", "timeout", cfg.ShutdownTimeout)
 	return nil
+}
+
+// gateway serves /graphql: the endpoint, once the store is open and the
+// endpoint built; until then every request is answered UNAVAILABLE.
+type gateway struct {
+	h atomic.Pointer[endpoint.Handler]
+}
+
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := g.h.Load(); h != nil {
+		h.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	endpoint.WriteError(w, http.StatusServiceUnavailable, endpoint.CodeUnavailable, "the gateway is starting: its store is not open yet (its log says why); try again")
+}
+
+// openStoreRetrying opens the store, and while a cluster cannot be reached
+// (or its schema is not in place yet) tries again, from half a second
+// apart to 10 s, each failure logged and kept for /readyz, until it opens
+// or ctx ends (nil, nil). An error of the configuration (errkind.Invalid),
+// or any of the embedded store, which is local, ends the start at once.
+func openStoreRetrying(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger, open storeOpener, ready *readiness) (store.Store, error) {
+	wait := 500 * time.Millisecond
+	for {
+		st, err := open(ctx, cfg, tel, log)
+		switch {
+		case err == nil:
+			return st, nil
+		case ctx.Err() != nil:
+			return nil, nil // stopped while starting
+		case len(cfg.CQLHosts) == 0 || errors.Is(err, errkind.Invalid):
+			return nil, err
+		}
+		ready.opening.Store(&err)
+		log.Warn("the store cannot be opened yet; trying again", "err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-t.C:
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
 }
 
 // drain stops srv taking connections and waits for its requests until ctx
@@ -386,7 +441,7 @@ func metricsOnAPI(cfg config) bool {
 }
 
 // newServer lists every route.
-func newServer(cfg config, gql http.Handler, ready readiness, tel *telemetry.Telemetry, log *slog.Logger) http.Handler {
+func newServer(cfg config, gql http.Handler, ready *readiness, tel *telemetry.Telemetry, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", withCORS(cfg, gql))
 	if metricsOnAPI(cfg) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -465,5 +466,20 @@ func TestCORSExposesTheBudget(t *testing.T) {
 			t.Errorf("%d, %s %q, Access-Control-Allow-Origin %q; want %d with %s", resp.StatusCode, want.header, resp.Header.Get(want.header),
 				resp.Header.Get("Access-Control-Allow-Origin"), want.status, want.header)
 		}
+	}
+}
+
+// A port in use stops the gateway with an error that says which flag
+// picks another.
+func TestBusyPortNamesListen(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	_, err = runArgs(t, noEnv, "--listen", busy.Addr().String(), "--data-dir", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "--listen "+busy.Addr().String()) || !strings.Contains(err.Error(), "address already in use") ||
+		!strings.Contains(err.Error(), "LISTGATE_LISTEN") {
+		t.Fatalf("serving on a port in use: err = %v", err)
 	}
 }

@@ -28,7 +28,7 @@ func TestShutdownEndsWhateverHangs(t *testing.T) {
 		says  []string // what the error names
 		load  bool     // an add and a subscription's catch-up hang as it is told to stop
 	}{
-		{"the store's Close never returns", []string{"Close"}, []string{"the store did not stop", "not stopped: the telemetry flush"}, false},
+		{"the store's Close never returns", []string{"Close"}, []string{"the store did not stop", "not stopped: the operators' listeners, the telemetry flush"}, false},
 		// Which step hangs first (the subscriptions, whose catch-up
 		// never returns, or the store) is the hub's business.
 		{"every store call hangs", []string{"AddItems", "Since", "Close"}, []string{"did not stop"}, true},

@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -234,4 +238,96 @@ func batchesPresent(t *testing.T, base string, entities int) map[string]int {
 		}
 	}
 	return present
+}
+
+// A gateway started before its cluster listens at once: /healthz answers,
+// /readyz is unready (the reason in its log, not in the body) and /graphql
+// answers UNAVAILABLE, while it keeps trying; once the node is up it
+// serves, without a restart.
+func TestStartsBeforeItsCluster(t *testing.T) {
+	node := cqltest.NewNode(t, "127.0.0.2")
+	cmd := exec.Command(builtBinary(t))
+	cmd.Env = append(cleanEnv(), "LISTGATE_LISTEN=127.0.0.1:0", "LISTGATE_CQL_HOSTS="+node.Addr, "LISTGATE_CQL_KEYSPACE=early",
+		"LISTGATE_MIGRATE=true", "LISTGATE_CQL_TIMEOUT=2s", "LISTGATE_LOG_FORMAT=json", "LISTGATE_LOG_LEVEL=info")
+	serving := gatewaytest.NewAddrWriter()
+	cmd.Stdout = serving
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	})
+	logged := make(chan map[string]any, 1024)
+	go func() {
+		defer close(logged)
+		lines := bufio.NewScanner(stderr)
+		lines.Buffer(nil, 1<<20)
+		for lines.Scan() {
+			var line map[string]any
+			if json.Unmarshal(lines.Bytes(), &line) == nil {
+				select {
+				case logged <- line:
+				default: // a test that stopped reading
+				}
+			}
+		}
+	}()
+	// waitLog waits for a log line whose msg is msg, and returns it.
+	waitLog := func(msg string) map[string]any {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case line, ok := <-logged:
+				if !ok {
+					t.Fatalf("the gateway exited before logging %q", msg)
+				}
+				if line["msg"] == msg {
+					return line
+				}
+			case <-deadline:
+				t.Fatalf("no log line %q within 30 s", msg)
+			}
+		}
+	}
+	base := "http://" + waitLog("listgate listening, opening the store")["listen"].(string)
+	if why := waitLog("the store cannot be opened yet; trying again"); !strings.Contains(fmt.Sprint(why["err"]), node.Addr) {
+		t.Fatalf("the log says %v, naming no host", why)
+	}
+	if resp, err := http.Get(base + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz before the cluster: %v %v", resp, err)
+	}
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || strings.Contains(string(body), node.Addr) {
+		t.Fatalf("/readyz before the cluster: %d %s", resp.StatusCode, body)
+	}
+	if why := waitLog("not ready"); !strings.Contains(fmt.Sprint(why["err"]), "the store is not open yet") {
+		t.Fatalf("/readyz logged %v", why)
+	}
+	a, _ := gatewaytest.Post(t, base, "", `{ listFeatures { key } }`)
+	if a.Status != http.StatusServiceUnavailable || fmt.Sprint(a.Codes()) != "[UNAVAILABLE]" {
+		t.Fatalf("/graphql before the cluster: %s", a)
+	}
+
+	node.Start()
+	waitReady(t, base, http.StatusOK, 60*time.Second)
+	select {
+	case <-serving.Addr():
+	case <-time.After(10 * time.Second):
+		t.Fatal("ready, but no serving line on stdout")
+	}
+	gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`)
+	if _, out := gatewaytest.Post(t, base, "", `mutation { addListItems(list: {entityType: "user", entityId: "u1", feature: "f"}, items: [{value: "a"}]) { added } }`); fmt.Sprint(out["data"]) != "map[addListItems:map[added:1]]" {
+		t.Fatalf("an add once the cluster is up: %v", out)
+	}
 }

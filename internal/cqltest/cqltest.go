@@ -109,6 +109,15 @@ type Node struct {
 // Java or scripts/cassandra the test ends through testenv.Missing.
 func StartNode(t testing.TB, addr string, env ...string) *Node {
 	t.Helper()
+	n := NewNode(t, addr, env...)
+	n.Start()
+	return n
+}
+
+// NewNode is StartNode without the start: a node that is not up until the
+// test starts it.
+func NewNode(t testing.TB, addr string, env ...string) *Node {
+	t.Helper()
 	testenv.Program(t, "java", "a JDK 17 on PATH, which scripts/cassandra runs Cassandra nodes with")
 	testenv.Program(t, filepath.Join(repoRoot(t), "scripts", "cassandra"), "the script that runs Cassandra nodes for tests")
 	n := &Node{t: t, Addr: addr, env: append([]string{
@@ -122,7 +131,6 @@ func StartNode(t testing.TB, addr string, env ...string) *Node {
 		n.script("kill")
 		n.script("reset")
 	})
-	n.Start()
 	return n
 }
 
