@@ -141,7 +141,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	fs.StringVar(&c.Mode, "mode", "dev", "dev: auth optional, playground and introspection on; prod: refuses to start without auth, playground and introspection off unless set, /metrics on --metrics-listen alone, JSON logs")
-	apiKeys := fs.String("api-keys", "", `API keys, ";"-separated entries "name sha256-hex scope[,scope…] [cost=rate/burst]" (the key's SHA-256, never the key; cost: its own budget)`)
+	apiKeys := fs.String("api-keys", "", `API keys, ";"-separated entries "name sha256-hex scope[,scope…] [cost=rate/burst]" (the key's SHA-256, never the key; cost: its own budget, the burst at least --max-complexity)`)
 	apiKeysFile := fs.String("api-keys-file", "", "file of API keys, one entry per line as in --api-keys")
 	fs.StringVar(&c.JWTKeysFile, "jwt-keys-file", "", "PEM file of the public keys (RSA, ECDSA, Ed25519) that sign valid JWTs")
 	fs.StringVar(&c.JWTJWKSURL, "jwt-jwks-url", "", "URL of the JWKS whose keys sign valid JWTs (an identity provider's jwks_uri), fetched hourly and when a token names an unknown key")
@@ -289,6 +289,9 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 			return c, fmt.Errorf("--api-keys-file: %w", err)
 		}
 		c.APIKeys = append(c.APIKeys, lines...)
+	}
+	if err := auth.CheckAPIKeys(c.APIKeys, c.Limits.MaxComplexity); err != nil {
+		return c, err
 	}
 	authenticated := len(c.APIKeys) > 0 || c.JWTKeysFile != "" || c.JWTJWKSURL != ""
 	if c.Mode == "prod" && !authenticated {

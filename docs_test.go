@@ -188,3 +188,33 @@ func TestConfigurationReference(t *testing.T) {
 	}
 	t.Errorf("%s's reference of the flags is stale: write it again with LISTGATE_UPDATE_DOCS=1 go test -run TestConfigurationReference .", page)
 }
+
+// The playground opens on the README walkthrough's first read, as the
+// README says: its example, less the comment lines above the query, is
+// that block.
+func TestPlaygroundOpensOnTheReadmesRead(t *testing.T) {
+	script, err := os.ReadFile("playground/init.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)var example = `(.*?)`;").FindSubmatch(script)
+	if m == nil {
+		t.Fatal("playground/init.js has no var example = `…`;")
+	}
+	var query []string
+	for line := range strings.SplitSeq(string(m[1]), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			query = append(query, line)
+		}
+	}
+	var firstRead string
+	for _, block := range walkthroughBlocks(t) {
+		if strings.HasPrefix(block, "{") {
+			firstRead = block
+			break
+		}
+	}
+	if got := strings.Join(query, "\n"); got != firstRead {
+		t.Errorf("the playground opens on\n%s\nnot on the README walkthrough's first read\n%s", got, firstRead)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -190,6 +192,45 @@ func TestConfigFromFlagsAndEnvironment(t *testing.T) {
 	}
 	if _, err := parseConfig(nil, func(k string) string { return map[string]string{"LISTGATE_CQL_TIMEOUT": "soon"}[k] }, io.Discard); err == nil || !strings.Contains(err.Error(), "LISTGATE_CQL_TIMEOUT") {
 		t.Errorf("a bad environment variable: err = %v", err)
+	}
+}
+
+// An API key's own budget must cover --max-complexity, as
+// --caller-cost-burst must: one under it is refused at start-up, before
+// anything is written, naming the key (never its secret), its burst and
+// --max-complexity; one at it is accepted.
+func TestAPIKeyBurstCoversMaxComplexity(t *testing.T) {
+	sum := sha256.Sum256([]byte("the-secret"))
+	key := func(cost string) string { return "tenant-a " + hex.EncodeToString(sum[:]) + " lists:read " + cost }
+	keysFile := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keysFile, []byte(key("cost=200/400")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, keys := range [][]string{{"--api-keys", key("cost=200/400")}, {"--api-keys-file", keysFile}} {
+		_, err := parseConfig(append([]string{"--max-complexity", "1000"}, keys...), noEnv, io.Discard)
+		if err == nil {
+			t.Fatalf("%s: a key's burst of 400 under --max-complexity 1000 was accepted", keys[0])
+		}
+		for _, want := range []string{"tenant-a", "burst 400", "--max-complexity (1000)"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %q does not say %q", keys[0], err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "the-secret") {
+			t.Errorf("%s: the error quotes the key's secret: %q", keys[0], err)
+		}
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if _, err := runArgs(t, noEnv, "--max-complexity", "1000", "--api-keys", key("cost=200/400"), "--data-dir", dataDir); err == nil {
+		t.Fatal("run accepted the key")
+	}
+	if _, err := os.Stat(dataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused configuration made its data folder: %v", err)
+	}
+	for _, cost := range []string{"cost=200/1000", "cost=200/4000"} {
+		if _, err := parseConfig([]string{"--max-complexity", "1000", "--api-keys", key(cost)}, noEnv, io.Discard); err != nil {
+			t.Errorf("%s with --max-complexity 1000: %v", cost, err)
+		}
 	}
 }
 

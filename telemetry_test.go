@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"sort"
@@ -276,4 +278,59 @@ func metricFamilies(t *testing.T, base string) map[string]*dto.MetricFamily {
 		t.Fatalf("parsing /metrics: %v", err)
 	}
 	return families
+}
+
+// A request's log lines carry its trace_id only when traces are on (an
+// exporter, here a recorder): then the caller's trace, joined through its
+// traceparent. With nothing exporting there is no trace, and no trace_id;
+// the request_id is there either way.
+func TestTraceIDInLogsOnlyWhenTracing(t *testing.T) {
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	for _, c := range []struct {
+		name string
+		opts telemetry.Options
+		want string // the trace_id logged; "" for none
+	}{
+		{"nothing exported", telemetry.Options{}, ""},
+		{"traces on", telemetry.Options{SpanProcessor: tracetest.NewSpanRecorder()}, traceID},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var logs syncBuffer
+			base := startLogging(t, c.opts, telemetry.NewLogger(&logs, "json", slog.LevelInfo), "--data-dir", t.TempDir())
+			req, _ := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(`{"query": "query Traced { listFeatures { key } }"}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			line := operationLine(t, &logs, "Traced")
+			if line["request_id"] == nil {
+				t.Errorf("no request_id: %v", line)
+			}
+			if got, _ := line["trace_id"].(string); got != c.want {
+				t.Errorf("trace_id %q, want %q: %v", got, c.want, line)
+			}
+		})
+	}
+}
+
+// operationLine waits for the log line of the operation named name.
+func operationLine(t *testing.T, logs *syncBuffer, name string) map[string]any {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		logs.mu.Lock()
+		text := logs.buf.String()
+		logs.mu.Unlock()
+		for line := range strings.SplitSeq(text, "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "graphql request" && m["operation"] == name {
+				return m
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line of operation %s within 10 s:\n%s", name, text)
+		}
+	}
 }

@@ -116,14 +116,11 @@ type apiKey struct {
 // only refuses the JWTs those keys would verify until a fetch succeeds
 // (see Run).
 func New(cfg Config) (*Authenticator, error) {
-	a := &Authenticator{}
-	for i, line := range cfg.APIKeys {
-		k, err := parseAPIKey(line)
-		if err != nil {
-			return nil, fmt.Errorf("API key %d: %w", i+1, err)
-		}
-		a.keys = append(a.keys, k)
+	keys, err := parseAPIKeys(cfg.APIKeys)
+	if err != nil {
+		return nil, err
 	}
+	a := &Authenticator{keys: keys}
 	rest := cfg.JWTKeys
 	for {
 		var block *pem.Block
@@ -186,6 +183,35 @@ func (a *Authenticator) Run(ctx context.Context) {
 	if a.jwks != nil {
 		a.jwks.run(ctx)
 	}
+}
+
+func parseAPIKeys(lines []string) ([]apiKey, error) {
+	var keys []apiKey
+	for i, line := range lines {
+		k, err := parseAPIKey(line)
+		if err != nil {
+			return nil, fmt.Errorf("API key %d: %w", i+1, err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// CheckAPIKeys checks API key lines as New reads them, at start-up before
+// anything is opened, and that each key's own burst covers maxComplexity,
+// as --caller-cost-burst must: an operation the gateway allows must fit
+// in a full bucket, or it would run whatever its key's budget said.
+func CheckAPIKeys(lines []string, maxComplexity int) error {
+	keys, err := parseAPIKeys(lines)
+	if err != nil {
+		return err
+	}
+	for i, k := range keys {
+		if k.cost.Rate > 0 && k.cost.Burst < float64(maxComplexity) {
+			return fmt.Errorf("API key %d: %s: cost=%v/%v: the burst %v must be at least --max-complexity (%d), so that every operation allowed can run", i+1, k.name, k.cost.Rate, k.cost.Burst, k.cost.Burst, maxComplexity)
+		}
+	}
+	return nil
 }
 
 func parseAPIKey(line string) (apiKey, error) {

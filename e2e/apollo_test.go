@@ -30,7 +30,7 @@ type apolloResult struct {
 // manifest read on SIGHUP keeps the documents in use; in audit mode the
 // operation outside runs, and is counted.
 func TestApolloClientTrustedDocuments(t *testing.T) {
-	node := testenv.Program(t, "node", "Node.js on PATH: this test runs Apollo Client")
+	node := nodeAtLeast(t, "Node.js on PATH: this test runs Apollo Client", nodeProject)
 	npx := testenv.Program(t, "npx", "npx on PATH: this test runs @apollo/generate-persisted-query-manifest")
 	if _, err := os.Stat(filepath.Join(nodeClientDir, "node_modules", "@apollo", "client", "package.json")); err != nil {
 		testenv.Missing(t, "no @apollo/client in e2e/node/node_modules (run `npm ci` in e2e/node; scripts/test does)")

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/listgate/listgate/internal/gatewaytest"
-	"github.com/listgate/listgate/internal/testenv"
 )
 
 // readBackInJS reads each list through Node's fetch and JSON.parse (what
@@ -41,7 +40,7 @@ console.log(JSON.stringify(seen));
 // what it reads is what was stored, and what it sends back is the same
 // item. 64-bit integers beyond ±(2^53−1) travel as strings.
 func TestJavaScriptClientReadsValuesExactly(t *testing.T) {
-	node := testenv.Program(t, "node", "Node.js on PATH: this test reads values back as a JavaScript client does")
+	node := nodeAtLeast(t, "Node.js on PATH: this test reads values back as a JavaScript client does", nodeProject)
 	base := startGateway(t).base
 	entityType := "user"
 	cases := []struct {

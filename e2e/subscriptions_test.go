@@ -10,9 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +19,6 @@ import (
 
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/internal/gatewaytest"
-	"github.com/listgate/listgate/internal/testenv"
 )
 
 // nodeClientDir is the Node project of the WebSocket client
@@ -92,10 +89,7 @@ type jsItem struct {
 // testenv.Missing when Node or the client's dependencies are missing.
 func startJSClient(t *testing.T) *jsClient {
 	t.Helper()
-	node := testenv.Program(t, "node", "Node.js on PATH: this test subscribes through the graphql-ws client")
-	if _, err := os.Stat(filepath.Join(nodeClientDir, "node_modules", "graphql-ws", "package.json")); err != nil {
-		testenv.Missing(t, "no graphql-ws in e2e/node/node_modules (run `npm ci` in e2e/node; scripts/test does)")
-	}
+	node := nodeForGraphQLWS(t)
 	c := &jsClient{t: t, events: make(chan jsEvent, 10_000), stderr: &lockedBuffer{}, items: map[string][]jsItem{}, seen: map[string]bool{}}
 	c.cmd = exec.Command(node, "subscriber.mjs")
 	c.cmd.Dir = nodeClientDir

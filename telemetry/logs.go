@@ -12,7 +12,8 @@ import (
 )
 
 // NewLogger returns a logger writing JSON ("json") or text lines, each
-// carrying the request id and trace id of its context.
+// carrying the request id of its context and, when it is in a trace (only
+// with traces on), the trace id.
 func NewLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler = slog.NewTextHandler(w, opts)
