@@ -197,9 +197,13 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 		return err
 	}
 	log.Info("listgate serving", startupAttrs(cfg, build, ln.Addr().String(), ops)...)
-	if cfg.Playground {
+	// With JSON logs, output is one stream of JSON: the line above, with
+	// its listen field, is the one that says where.
+	switch {
+	case cfg.LogFormat != "text":
+	case cfg.Playground:
 		fmt.Fprintf(stdout, "listgate serving http://%s (playground at /, GraphQL at /graphql)\n", ln.Addr())
-	} else {
+	default:
 		fmt.Fprintf(stdout, "listgate serving http://%s (GraphQL at /graphql)\n", ln.Addr())
 	}
 

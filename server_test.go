@@ -71,7 +71,9 @@ func launch(t *testing.T, opts telemetry.Options, log *slog.Logger, open storeOp
 	g := &launched{cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		getenv := func(string) string { return "" }
-		cfg, err := parseConfig(append([]string{"--listen", "127.0.0.1:0"}, args...), getenv, io.Discard)
+		// Text logs, whatever the mode: the gateway prints the line out
+		// reads only then, and log, the test's, logs the rest.
+		cfg, err := parseConfig(append([]string{"--listen", "127.0.0.1:0", "--log-format", "text"}, args...), getenv, io.Discard)
 		if err != nil {
 			g.done <- err
 			return

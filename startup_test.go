@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/telemetry"
@@ -32,6 +34,12 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // startupLine starts the gateway with args, logging JSON at Info, and
@@ -159,5 +167,58 @@ func TestMetricsListen(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// In prod mode, output is one stream of JSON: stdout and stderr hold JSON
+// lines only, from start-up to shutdown, and the start-up line's listen
+// field is where the gateway serves. With text logs (dev mode's default)
+// stdout has the plain "listgate serving http://…" line.
+func TestProdOutputIsOnlyJSON(t *testing.T) {
+	sum := sha256.Sum256([]byte("the-key"))
+	key := "ops " + hex.EncodeToString(sum[:]) + " lists:read"
+	// GOGC and GOMEMLIMIT set, so that run leaves the test process's alone.
+	getenv := func(k string) string { return map[string]string{"GOGC": "100", "GOMEMLIMIT": "max"}[k] }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--mode", "prod", "--api-keys", key, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, getenv, &stdout, &stderr)
+	}()
+	var listen string
+	for deadline := time.Now().Add(time.Minute); listen == ""; time.Sleep(20 * time.Millisecond) {
+		for line := range strings.SplitSeq(stderr.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "listgate serving" {
+				listen, _ = m["listen"].(string)
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run returned before serving: %v; stderr:\n%s", err, stderr.String())
+		default:
+		}
+		if listen == "" && time.Now().After(deadline) {
+			t.Fatalf("no start-up line with listen within a minute; stderr:\n%s", stderr.String())
+		}
+	}
+	if status, _ := get(t, "http://"+listen+"/healthz"); status != http.StatusOK {
+		t.Fatalf("/healthz on the start-up line's listen: %d", status)
+	}
+	get(t, "http://"+listen+"/graphql?query=%7B__typename%7D") // an operation's log line
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	for name, b := range map[string]*syncBuffer{"stdout": &stdout, "stderr": &stderr} {
+		for line := range strings.SplitSeq(strings.TrimSuffix(b.String(), "\n"), "\n") {
+			if line != "" && !json.Valid([]byte(line)) {
+				t.Errorf("%s: not a JSON line: %q", name, line)
+			}
+		}
+	}
+	if !strings.Contains(stderr.String(), `"msg":"graphql request"`) {
+		t.Errorf("no operation's line; stderr:\n%s", stderr.String())
 	}
 }
