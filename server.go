@@ -327,29 +327,30 @@ func listenOps(cfg config, tel *telemetry.Telemetry, log *slog.Logger) (*opsList
 		mux.Handle("GET /metrics", tel.MetricsHandler())
 		return mux
 	}
-	// An operator's listener answers other paths as the gateway's does.
-	opsMux := func() *http.ServeMux {
+	// An operator's listener answers other paths as the gateway's does,
+	// naming what it serves.
+	opsMux := func(serves string) *http.ServeMux {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-			endpoint.WriteError(w, http.StatusNotFound, endpoint.CodeNotFound, "no such path: this listener serves /metrics or /debug/pprof/")
+			endpoint.WriteError(w, http.StatusNotFound, endpoint.CodeNotFound, "no such path: this listener serves "+serves)
 		})
 		return mux
 	}
 	var err error
 	switch {
 	case cfg.MetricsListen != "" && cfg.MetricsListen == cfg.PprofListen:
-		if o.metrics, err = open("--metrics-listen and --pprof-listen", cfg.MetricsListen, pprofRoutes(metricsMux(opsMux()))); err != nil {
+		if o.metrics, err = open("--metrics-listen and --pprof-listen", cfg.MetricsListen, pprofRoutes(metricsMux(opsMux("/metrics and /debug/pprof/")))); err != nil {
 			return nil, err
 		}
 		o.pprof = o.metrics
 		return o, nil
 	case cfg.MetricsListen != "":
-		if o.metrics, err = open("--metrics-listen", cfg.MetricsListen, metricsMux(opsMux())); err != nil {
+		if o.metrics, err = open("--metrics-listen", cfg.MetricsListen, metricsMux(opsMux("/metrics"))); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.PprofListen != "" {
-		if o.pprof, err = open("--pprof-listen", cfg.PprofListen, pprofRoutes(opsMux())); err != nil {
+		if o.pprof, err = open("--pprof-listen", cfg.PprofListen, pprofRoutes(opsMux("/debug/pprof/"))); err != nil {
 			return nil, err
 		}
 	}

@@ -128,15 +128,18 @@ func TestStartupLineNamesTheCluster(t *testing.T) {
 
 // With --metrics-listen, /metrics moves there, off the public listener;
 // the profiles join it only when --pprof-listen names the same address.
+// An operator's listener answers another path naming what it serves, and
+// nothing else.
 func TestMetricsListen(t *testing.T) {
 	for _, c := range []struct {
 		name        string
 		args        []string
 		pprofShared bool
+		serves      string // what the metrics listener's 404 says it serves
 	}{
-		{"metrics alone", []string{"--metrics-listen", "127.0.0.1:0"}, false},
-		{"metrics and profiles on one address", []string{"--metrics-listen", "127.0.0.1:0", "--pprof-listen", "127.0.0.1:0"}, true},
-		{"metrics and profiles on two", []string{"--metrics-listen", "127.0.0.1:0", "--pprof-listen", "localhost:0"}, false},
+		{"metrics alone", []string{"--metrics-listen", "127.0.0.1:0"}, false, "/metrics"},
+		{"metrics and profiles on one address", []string{"--metrics-listen", "127.0.0.1:0", "--pprof-listen", "127.0.0.1:0"}, true, "/metrics and /debug/pprof/"},
+		{"metrics and profiles on two", []string{"--metrics-listen", "127.0.0.1:0", "--pprof-listen", "localhost:0"}, false, "/metrics"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			base, line := startupLine(t, append([]string{"--data-dir", t.TempDir()}, c.args...)...)
@@ -151,8 +154,8 @@ func TestMetricsListen(t *testing.T) {
 			if status, _ := get(t, base+"/metrics"); status != http.StatusNotFound {
 				t.Errorf("/metrics on the public listener: %d, want 404", status)
 			}
-			if status, _ := get(t, "http://"+metrics+"/graphql"); status != http.StatusNotFound {
-				t.Errorf("/graphql on --metrics-listen: %d, want 404", status)
+			if status, body := get(t, "http://"+metrics+"/graphql"); status != http.StatusNotFound || errorMessage(body) != "no such path: this listener serves "+c.serves {
+				t.Errorf("/graphql on --metrics-listen: %d %s, want 404 naming %s alone", status, body, c.serves)
 			}
 			want := http.StatusNotFound
 			if c.pprofShared {
@@ -164,6 +167,9 @@ func TestMetricsListen(t *testing.T) {
 			if pprof != "off" && pprof != metrics {
 				if status, _ := get(t, "http://"+pprof+"/debug/pprof/"); status != http.StatusOK {
 					t.Errorf("/debug/pprof/ on --pprof-listen: %d", status)
+				}
+				if status, body := get(t, "http://"+pprof+"/metrics"); status != http.StatusNotFound || errorMessage(body) != "no such path: this listener serves /debug/pprof/" {
+					t.Errorf("/metrics on --pprof-listen: %d %s, want 404 naming /debug/pprof/ alone", status, body)
 				}
 			}
 		})
@@ -221,4 +227,14 @@ func TestProdOutputIsOnlyJSON(t *testing.T) {
 	if !strings.Contains(stderr.String(), `"msg":"graphql request"`) {
 		t.Errorf("no operation's line; stderr:\n%s", stderr.String())
 	}
+}
+
+// errorMessage is the first error's message of an answer in the
+// endpoint's shape, or "".
+func errorMessage(body string) string {
+	var out struct{ Errors []struct{ Message string } }
+	if json.Unmarshal([]byte(body), &out) != nil || len(out.Errors) == 0 {
+		return ""
+	}
+	return out.Errors[0].Message
 }
