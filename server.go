@@ -190,6 +190,7 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      cfg.Limits.RequestTimeout + 10*time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -208,7 +209,7 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(jsonRefusals(ln, cfg.MaxHeaderBytes)) }()
 	down.add("in-flight requests", func(ctx context.Context) error {
 		subscriptions.begin(ctx)
 		drain(ctx, srv, cfg.ShutdownTimeout, log)
@@ -314,10 +315,10 @@ func listenOps(cfg config, tel *telemetry.Telemetry, log *slog.Logger) (*opsList
 			o.close()
 			return "", fmt.Errorf("%s: %w", flags, err)
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 		o.servers = append(o.servers, srv)
 		go func() {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(jsonRefusals(ln, cfg.MaxHeaderBytes)); !errors.Is(err, http.ErrServerClosed) {
 				log.Warn("listener stopped", "flags", flags, "addr", ln.Addr().String(), "err", err)
 			}
 		}()
