@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -74,6 +75,7 @@ type config struct {
 	SlowQuery                              time.Duration
 	PprofListen                            string
 	MetricsListen                          string
+	MaxHeaderBytes                         int // of a request's line and headers, on every listener
 	GCPercent                              int
 	MemoryLimit                            byteSize
 
@@ -183,6 +185,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.IntVar(&c.Limits.MaxDepth, "max-depth", endpoint.DefaultLimits.MaxDepth, "deepest nesting of fields in one operation")
 	fs.IntVar(&c.Limits.MaxComplexity, "max-complexity", endpoint.DefaultLimits.MaxComplexity, "largest operation complexity (a list counts its fields times its limit)")
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", endpoint.DefaultLimits.MaxBodyBytes, "largest request body")
+	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", http.DefaultMaxHeaderBytes, "largest request line (a GET's URL with its query string) and headers together; past it the answer is 431")
 	fs.IntVar(&c.Limits.MaxTokens, "max-tokens", endpoint.DefaultLimits.MaxTokens, "most tokens in one GraphQL document")
 	fs.IntVar(&c.Limits.MaxFields, "max-fields", endpoint.DefaultLimits.MaxFields, "most fields in one operation, aliases counted and fragments expanded")
 	fs.IntVar(&c.Limits.MaxResponseBytes, "max-response-bytes", endpoint.DefaultLimits.MaxResponseBytes, "most bytes of one response, its list items and errors included")
@@ -359,6 +362,8 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("limits: --max-depth must be 3 or more, --max-complexity 1 or more, --max-body-bytes 1024 or more, --request-timeout above 0")
 	case c.Limits.MaxTokens < 1000 || c.Limits.MaxFields < 100 || c.Limits.MaxResponseBytes < 1<<20 || c.Limits.MaxInFlight < 1:
 		return c, fmt.Errorf("limits: --max-tokens must be 1000 or more, --max-fields 100 or more, --max-response-bytes 1MiB or more, --max-in-flight 1 or more")
+	case c.MaxHeaderBytes < 4096:
+		return c, fmt.Errorf("--max-header-bytes must be 4KiB or more")
 	case c.Limits.QueryCacheBytes < 0 || c.Limits.APQCacheBytes < 0 || c.MemoryLimit < 64<<20:
 		return c, fmt.Errorf("--query-cache-bytes and --apq-cache-bytes must be 0 or more, --memory-limit 64MiB or more")
 	case c.StoreLimits.MaxAddItems < 1 || c.StoreLimits.MaxAddItems > store.DefaultLimits.MaxAddItems:

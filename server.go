@@ -131,10 +131,11 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      cfg.Limits.RequestTimeout + 10*time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(jsonRefusals(ln, cfg.MaxHeaderBytes)) }()
 	log.Info("listgate listening, opening the store", "listen", ln.Addr().String())
 	st, err := openStoreRetrying(ctx, cfg, tel, log, open, ready)
 	if err != nil || st == nil {
@@ -209,9 +210,13 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 	api.h.Store(gql)
 	ready.st.Store(in)
 	log.Info("listgate serving", startupAttrs(cfg, build, ln.Addr().String(), ops)...)
-	if cfg.Playground {
+	// With JSON logs, output is one stream of JSON: the line above, with
+	// its listen field, is the one that says where.
+	switch {
+	case cfg.LogFormat != "text":
+	case cfg.Playground:
 		fmt.Fprintf(stdout, "listgate serving http://%s (playground at /, GraphQL at /graphql)\n", ln.Addr())
-	} else {
+	default:
 		fmt.Fprintf(stdout, "listgate serving http://%s (GraphQL at /graphql)\n", ln.Addr())
 	}
 
@@ -372,10 +377,10 @@ func listenOps(cfg config, tel *telemetry.Telemetry, log *slog.Logger) (*opsList
 			o.close()
 			return "", fmt.Errorf("%s: %w", flags, err)
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 		o.servers = append(o.servers, srv)
 		go func() {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(jsonRefusals(ln, cfg.MaxHeaderBytes)); !errors.Is(err, http.ErrServerClosed) {
 				log.Warn("listener stopped", "flags", flags, "addr", ln.Addr().String(), "err", err)
 			}
 		}()
@@ -385,29 +390,30 @@ func listenOps(cfg config, tel *telemetry.Telemetry, log *slog.Logger) (*opsList
 		mux.Handle("GET /metrics", tel.MetricsHandler())
 		return mux
 	}
-	// An operator's listener answers other paths as the gateway's does.
-	opsMux := func() *http.ServeMux {
+	// An operator's listener answers other paths as the gateway's does,
+	// naming what it serves.
+	opsMux := func(serves string) *http.ServeMux {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-			endpoint.WriteError(w, http.StatusNotFound, endpoint.CodeNotFound, "no such path: this listener serves /metrics or /debug/pprof/")
+			endpoint.WriteError(w, http.StatusNotFound, endpoint.CodeNotFound, "no such path: this listener serves "+serves)
 		})
 		return mux
 	}
 	var err error
 	switch {
 	case cfg.MetricsListen != "" && cfg.MetricsListen == cfg.PprofListen:
-		if o.metrics, err = open("--metrics-listen and --pprof-listen", cfg.MetricsListen, pprofRoutes(metricsMux(opsMux()))); err != nil {
+		if o.metrics, err = open("--metrics-listen and --pprof-listen", cfg.MetricsListen, pprofRoutes(metricsMux(opsMux("/metrics and /debug/pprof/")))); err != nil {
 			return nil, err
 		}
 		o.pprof = o.metrics
 		return o, nil
 	case cfg.MetricsListen != "":
-		if o.metrics, err = open("--metrics-listen", cfg.MetricsListen, metricsMux(opsMux())); err != nil {
+		if o.metrics, err = open("--metrics-listen", cfg.MetricsListen, metricsMux(opsMux("/metrics"))); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.PprofListen != "" {
-		if o.pprof, err = open("--pprof-listen", cfg.PprofListen, pprofRoutes(opsMux())); err != nil {
+		if o.pprof, err = open("--pprof-listen", cfg.PprofListen, pprofRoutes(opsMux("/debug/pprof/"))); err != nil {
 			return nil, err
 		}
 	}

@@ -74,7 +74,9 @@ func launch(t *testing.T, opts telemetry.Options, log *slog.Logger, open storeOp
 	g := &launched{cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		getenv := func(string) string { return "" }
-		cfg, err := parseConfig(append([]string{"--listen", "127.0.0.1:0"}, args...), getenv, io.Discard)
+		// Text logs, whatever the mode: the gateway prints the line out
+		// reads only then, and log, the test's, logs the rest.
+		cfg, err := parseConfig(append([]string{"--listen", "127.0.0.1:0", "--log-format", "text"}, args...), getenv, io.Discard)
 		if err != nil {
 			g.done <- err
 			return
@@ -523,4 +525,75 @@ func TestBusyPortNamesListen(t *testing.T) {
 		!strings.Contains(err.Error(), "LISTGATE_LISTEN") {
 		t.Fatalf("serving on a port in use: err = %v", err)
 	}
+}
+
+// A document of several operations sent without operationName is refused
+// saying what to do, over POST, GET and a WebSocket alike.
+func TestSeveralOperationsWithoutOperationName(t *testing.T) {
+	base := start(t, "--data-dir", t.TempDir())
+	const doc = `query A { __typename } query B { __typename }`
+	const want = `the document has several operations: name the one to run with "operationName"`
+	type answer struct {
+		Errors []struct {
+			Message    string
+			Extensions struct{ Code string }
+		}
+	}
+	check := func(transport string, a answer) {
+		if len(a.Errors) != 1 || a.Errors[0].Message != want || a.Errors[0].Extensions.Code != "BAD_USER_INPUT" {
+			t.Errorf("%s: %+v, want one BAD_USER_INPUT error: %s", transport, a, want)
+		}
+	}
+
+	body, _ := json.Marshal(map[string]string{"query": doc})
+	resp, err := http.Post(base+"/graphql", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var post answer
+	json.NewDecoder(resp.Body).Decode(&post)
+	resp.Body.Close()
+	check("POST", post)
+
+	resp, err = http.Get(base + "/graphql?query=" + url.QueryEscape(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var get answer
+	json.NewDecoder(resp.Body).Decode(&get)
+	resp.Body.Close()
+	check("GET", get)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	var ack struct{ Type string }
+	if err := wsjson.Write(ctx, c, map[string]any{"type": "connection_init"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wsjson.Read(ctx, c, &ack); err != nil || ack.Type != "connection_ack" {
+		t.Fatalf("connection_init: %+v %v", ack, err)
+	}
+	if err := wsjson.Write(ctx, c, map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": doc}}); err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Type    string
+		Payload json.RawMessage
+	}
+	if err := wsjson.Read(ctx, c, &m); err != nil {
+		t.Fatal(err)
+	}
+	var ws answer
+	switch m.Type {
+	case "error": // graphql-transport-ws: the payload is the errors
+		json.Unmarshal(m.Payload, &ws.Errors)
+	case "next":
+		json.Unmarshal(m.Payload, &ws)
+	}
+	check("WebSocket ("+m.Type+")", ws)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/telemetry"
@@ -32,6 +34,12 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // startupLine starts the gateway with args, logging JSON at Info, and
@@ -120,15 +128,18 @@ func TestStartupLineNamesTheCluster(t *testing.T) {
 
 // With --metrics-listen, /metrics moves there, off the public listener;
 // the profiles join it only when --pprof-listen names the same address.
+// An operator's listener answers another path naming what it serves, and
+// nothing else.
 func TestMetricsListen(t *testing.T) {
 	for _, c := range []struct {
 		name        string
 		args        []string
 		pprofShared bool
+		serves      string // what the metrics listener's 404 says it serves
 	}{
-		{"metrics alone", []string{"--metrics-listen", "127.0.0.1:0"}, false},
-		{"metrics and profiles on one address", []string{"--metrics-listen", "127.0.0.1:0", "--pprof-listen", "127.0.0.1:0"}, true},
-		{"metrics and profiles on two", []string{"--metrics-listen", "127.0.0.1:0", "--pprof-listen", "localhost:0"}, false},
+		{"metrics alone", []string{"--metrics-listen", "127.0.0.1:0"}, false, "/metrics"},
+		{"metrics and profiles on one address", []string{"--metrics-listen", "127.0.0.1:0", "--pprof-listen", "127.0.0.1:0"}, true, "/metrics and /debug/pprof/"},
+		{"metrics and profiles on two", []string{"--metrics-listen", "127.0.0.1:0", "--pprof-listen", "localhost:0"}, false, "/metrics"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			base, line := startupLine(t, append([]string{"--data-dir", t.TempDir()}, c.args...)...)
@@ -143,8 +154,8 @@ func TestMetricsListen(t *testing.T) {
 			if status, _ := get(t, base+"/metrics"); status != http.StatusNotFound {
 				t.Errorf("/metrics on the public listener: %d, want 404", status)
 			}
-			if status, _ := get(t, "http://"+metrics+"/graphql"); status != http.StatusNotFound {
-				t.Errorf("/graphql on --metrics-listen: %d, want 404", status)
+			if status, body := get(t, "http://"+metrics+"/graphql"); status != http.StatusNotFound || errorMessage(body) != "no such path: this listener serves "+c.serves {
+				t.Errorf("/graphql on --metrics-listen: %d %s, want 404 naming %s alone", status, body, c.serves)
 			}
 			want := http.StatusNotFound
 			if c.pprofShared {
@@ -157,7 +168,73 @@ func TestMetricsListen(t *testing.T) {
 				if status, _ := get(t, "http://"+pprof+"/debug/pprof/"); status != http.StatusOK {
 					t.Errorf("/debug/pprof/ on --pprof-listen: %d", status)
 				}
+				if status, body := get(t, "http://"+pprof+"/metrics"); status != http.StatusNotFound || errorMessage(body) != "no such path: this listener serves /debug/pprof/" {
+					t.Errorf("/metrics on --pprof-listen: %d %s, want 404 naming /debug/pprof/ alone", status, body)
+				}
 			}
 		})
 	}
+}
+
+// In prod mode, output is one stream of JSON: stdout and stderr hold JSON
+// lines only, from start-up to shutdown, and the start-up line's listen
+// field is where the gateway serves. With text logs (dev mode's default)
+// stdout has the plain "listgate serving http://…" line.
+func TestProdOutputIsOnlyJSON(t *testing.T) {
+	sum := sha256.Sum256([]byte("the-key"))
+	key := "ops " + hex.EncodeToString(sum[:]) + " lists:read"
+	// GOGC and GOMEMLIMIT set, so that run leaves the test process's alone.
+	getenv := func(k string) string { return map[string]string{"GOGC": "100", "GOMEMLIMIT": "max"}[k] }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--mode", "prod", "--api-keys", key, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, getenv, &stdout, &stderr)
+	}()
+	var listen string
+	for deadline := time.Now().Add(time.Minute); listen == ""; time.Sleep(20 * time.Millisecond) {
+		for line := range strings.SplitSeq(stderr.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "listgate serving" {
+				listen, _ = m["listen"].(string)
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run returned before serving: %v; stderr:\n%s", err, stderr.String())
+		default:
+		}
+		if listen == "" && time.Now().After(deadline) {
+			t.Fatalf("no start-up line with listen within a minute; stderr:\n%s", stderr.String())
+		}
+	}
+	if status, _ := get(t, "http://"+listen+"/healthz"); status != http.StatusOK {
+		t.Fatalf("/healthz on the start-up line's listen: %d", status)
+	}
+	get(t, "http://"+listen+"/graphql?query=%7B__typename%7D") // an operation's log line
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	for name, b := range map[string]*syncBuffer{"stdout": &stdout, "stderr": &stderr} {
+		for line := range strings.SplitSeq(strings.TrimSuffix(b.String(), "\n"), "\n") {
+			if line != "" && !json.Valid([]byte(line)) {
+				t.Errorf("%s: not a JSON line: %q", name, line)
+			}
+		}
+	}
+	if !strings.Contains(stderr.String(), `"msg":"graphql request"`) {
+		t.Errorf("no operation's line; stderr:\n%s", stderr.String())
+	}
+}
+
+// errorMessage is the first error's message of an answer in the
+// endpoint's shape, or "".
+func errorMessage(body string) string {
+	var out struct{ Errors []struct{ Message string } }
+	if json.Unmarshal([]byte(body), &out) != nil || len(out.Errors) == 0 {
+		return ""
+	}
+	return out.Errors[0].Message
 }

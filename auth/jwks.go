@@ -111,7 +111,7 @@ func (j *jwks) start() {
 		j.log.Warn("the JWKS is fetched over plain HTTP: anyone on the way can replace its keys and sign tokens; use https", "url", j.named)
 	}
 	if err := j.refresh(false); err != nil {
-		j.log.Error("JWTs signed by the JWKS's keys are refused until it loads; retrying every "+j.policy.MinInterval.String(), "err", err)
+		j.log.Error("JWTs signed by the JWKS's keys are refused until it loads; retrying", "retry_every", j.policy.MinInterval, "err", err)
 	}
 }
 

@@ -34,7 +34,8 @@ func startGateway(bin string, concurrency int, args ...string) (*server, error) 
 }
 
 // startServer runs bin with args, which make it listen on a free loopback
-// port and print "serving http://…" as its first line on stdout.
+// port and print "serving http://…" as its first line on stdout (a
+// gateway does with text logs, the default but in prod mode).
 func startServer(bin string, concurrency int, args ...string) (*server, error) {
 	// The benchmark measures what one client can get: no per-caller cost
 	// budget, and the whole of every pool, the in-flight slots and

@@ -170,7 +170,7 @@ func twoCallers(ctx context.Context, c config, bin string, args []string, dbPid 
 	}
 	// The defaults, as a gateway in production has them: not startGateway's
 	// environment, which lifts the per-caller budgets.
-	g, err := startServerEnv(bin, 4, []string{"LISTGATE_MODE=prod", "LISTGATE_API_KEYS=" + strings.Join(entries, ";")},
+	g, err := startServerEnv(bin, 4, []string{"LISTGATE_MODE=prod", "LISTGATE_LOG_FORMAT=text", "LISTGATE_API_KEYS=" + strings.Join(entries, ";")},
 		append([]string{"--listen", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
 	if err != nil {
 		return err

@@ -110,7 +110,8 @@ func startGatewayCommand(t *testing.T, bin string, args []string, env ...string)
 	cmd.Env = append(cleanEnv(),
 		"LISTGATE_LISTEN=127.0.0.1:0",
 		"LISTGATE_DATA_DIR="+t.TempDir(),
-		"LISTGATE_LOG_LEVEL=warn", // no line per request: some tests send thousands
+		"LISTGATE_LOG_LEVEL=warn",  // no line per request: some tests send thousands
+		"LISTGATE_LOG_FORMAT=text", // in prod mode too: the address is read from the text line on stdout
 	)
 	cmd.Env = append(cmd.Env, env...) // later entries win
 	for _, kv := range env {

@@ -136,6 +136,9 @@ func present(ctx context.Context, log *slog.Logger, onRefused func(context.Conte
 // that name one without quotes (an operation name, an enum value), and
 // what may still be long (a list literal, say) is cut past maxForeign.
 func foreignMessage(msg string) string {
+	if msg == noOperationName {
+		return "the document has several operations: name the one to run with \"operationName\""
+	}
 	msg = clipQuoted(quoteUnquoted(msg))
 	if len(msg) <= maxForeign {
 		return msg
@@ -146,6 +149,11 @@ func foreignMessage(msg string) string {
 	}
 	return msg[:n] + "…"
 }
+
+// noOperationName is gqlgen's message for a document sent without
+// operationName whose operations are several: it names no operation, and
+// says nothing of what to do.
+const noOperationName = "operation  not found"
 
 // maxForeign is the longest message of gqlgen's or gqlparser's own a client
 // sees.

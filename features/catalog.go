@@ -132,7 +132,7 @@ func (c *Catalog) Run(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 			if err := c.refreshSafely(ctx, ""); err != nil && ctx.Err() == nil {
-				c.log.Warn("feature catalog refresh failed; serving the previous snapshot", "err", err, "age", c.Age().String())
+				c.log.Warn("feature catalog refresh failed; serving the previous snapshot", "err", err, "age", c.Age())
 			}
 		}
 	}

@@ -154,7 +154,8 @@ func (l Log) Write(p []byte) (int, error) {
 var servingRE = regexp.MustCompile(`serving (http://\S+)`)
 
 // AddrWriter takes a gateway's standard output and hands the address of
-// its "listgate serving http://…" line to Addr.
+// its "listgate serving http://…" line to Addr. The gateway prints that
+// line only with text logs (--log-format text).
 type AddrWriter struct {
 	once sync.Once
 	addr chan string

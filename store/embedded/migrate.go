@@ -37,7 +37,7 @@ func (s *Store) migrateItems() error {
 		moved += n
 	}
 	if moved > 0 && s.cfg.Log != nil {
-		s.cfg.Log.Info("moved the embedded store's items", "dir", s.cfg.Dir, "items", moved, "took", time.Since(start).Round(time.Millisecond))
+		s.cfg.Log.Info("moved the embedded store's items", "dir", s.cfg.Dir, "items", moved, "took", time.Since(start))
 	}
 	return nil
 }
