@@ -35,9 +35,11 @@ func (l refusingListener) Accept() (net.Conn, error) {
 	return refusingConn{c, l.answer}, nil
 }
 
-// netHTTP431 is how net/http's own 431 begins: it writes it, whole, in one
-// Write to the connection.
-var netHTTP431 = []byte("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain")
+// netHTTP431 is net/http's own 431, which it writes whole, in one Write to
+// the connection. Only a Write of exactly these bytes is replaced: a
+// response's writes never are (its last ends with its body's end), so no
+// stored value, however placed in a page, can be taken for it.
+var netHTTP431 = []byte("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large")
 
 type refusingConn struct {
 	net.Conn
@@ -45,7 +47,7 @@ type refusingConn struct {
 }
 
 func (c refusingConn) Write(p []byte) (int, error) {
-	if !bytes.HasPrefix(p, netHTTP431) {
+	if !bytes.Equal(p, netHTTP431) {
 		return c.Conn.Write(p)
 	}
 	if _, err := c.Conn.Write(c.answer); err != nil {
