@@ -42,10 +42,18 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "listgate:", err)
+		if !errors.As(err, new(loggedError)) {
+			fmt.Fprintln(os.Stderr, "listgate:", err)
+		}
 		os.Exit(1)
 	}
 }
+
+// loggedError is an error run has written to a JSON log already: the
+// process's output stays one stream of JSON.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
 
 // run serves until ctx ends, then shuts down gracefully; or, when args
 // start with a command's name (schema, backup), runs that command.
@@ -75,7 +83,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	return serve(ctx, cfg, tel, telemetry.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel), stdout)
+	log := telemetry.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	if err := serve(ctx, cfg, tel, log, stdout); err != nil {
+		if cfg.LogFormat != "json" {
+			return err
+		}
+		log.Error("listgate stopped", "err", err)
+		return loggedError{err}
+	}
+	return nil
 }
 
 // serve runs the gateway until ctx ends, on the store the configuration

@@ -11,7 +11,9 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -237,4 +239,31 @@ func errorMessage(body string) string {
 		return ""
 	}
 	return out.Errors[0].Message
+}
+
+// A gateway in prod mode that cannot start says why in a JSON line, and
+// main prints nothing more: its output stays one stream of JSON.
+func TestProdFailureIsAJSONLine(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	sum := sha256.Sum256([]byte("the-key"))
+	getenv := func(k string) string { return map[string]string{"GOGC": "100", "GOMEMLIMIT": "max"}[k] }
+	var stdout, stderr syncBuffer
+	err = run(context.Background(), []string{"--mode", "prod", "--api-keys", "ops " + hex.EncodeToString(sum[:]) + " lists:read",
+		"--data-dir", t.TempDir(), "--listen", busy.Addr().String()}, getenv, &stdout, &stderr)
+	if err == nil || !errors.As(err, new(loggedError)) || !strings.Contains(err.Error(), "--listen") {
+		t.Fatalf("run on a busy port: %v, want an error already logged, naming --listen", err)
+	}
+	var last map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(stderr.String()), "\n") {
+		if json.Unmarshal([]byte(line), &last) != nil {
+			t.Fatalf("stderr: not a JSON line: %q", line)
+		}
+	}
+	if last["msg"] != "listgate stopped" || last["level"] != "ERROR" || !strings.Contains(fmt.Sprint(last["err"]), "--listen") {
+		t.Fatalf("the last line: %v", last)
+	}
 }
