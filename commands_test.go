@@ -112,7 +112,7 @@ func TestSchemaCommand(t *testing.T) {
 func TestMigrateCommand(t *testing.T) {
 	hosts := cqltest.Hosts(t)
 	ks := fmt.Sprintf("ops_migrate_%d", os.Getpid())
-	dropKeyspace(t, hosts, ks)
+	freshKeyspace(t, hosts, ks)
 	env := map[string]string{"LISTGATE_CQL_KEYSPACE": ks, "LISTGATE_CQL_TIMEOUT": "10s"}
 	getenv := func(k string) string { return env[k] }
 	for range 2 {
@@ -129,9 +129,10 @@ func TestMigrateCommand(t *testing.T) {
 	}
 }
 
-// dropKeyspace drops a keyspace now and when the test ends, after the
-// gateways' and the stores' cleanups.
-func dropKeyspace(t *testing.T, hosts []string, ks string) {
+// freshKeyspace drops a keyspace now and when the test ends, after the
+// gateways' and the stores' cleanups, and returns a session to the
+// cluster for the test's own statements.
+func freshKeyspace(t *testing.T, hosts []string, ks string) *gocql.Session {
 	t.Helper()
 	cluster := gocql.NewCluster(hosts...)
 	cluster.Timeout = time.Minute // DDL waits for schema agreement on a busy machine
@@ -150,6 +151,7 @@ func dropKeyspace(t *testing.T, hosts []string, ks string) {
 	if err := drop(); err != nil {
 		t.Fatal(err)
 	}
+	return session
 }
 
 // The printed schema, applied statement by statement to a fresh keyspace,
@@ -167,24 +169,9 @@ func TestPrintedSchemaServes(t *testing.T) {
 		t.Fatalf("listgate schema printed %d statements, want the keyspace and three tables:\n%s", len(printed), out)
 	}
 
-	cluster := gocql.NewCluster(hosts...)
-	cluster.Timeout = time.Minute // DDL waits for schema agreement on a busy machine
-	cluster.Consistency = gocql.One
-	session, err := cluster.CreateSession()
-	if err != nil {
-		t.Fatal(err)
-	}
+	session := freshKeyspace(t, hosts, ks)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	t.Cleanup(func() { // after the gateway's and the store's cleanups
-		if err := session.Query("DROP KEYSPACE IF EXISTS " + ks).Exec(); err != nil {
-			t.Logf("dropping %s: %v", ks, err)
-		}
-		session.Close()
-	})
-	if err := session.Query("DROP KEYSPACE IF EXISTS " + ks).WithContext(ctx).Exec(); err != nil {
-		t.Fatal(err)
-	}
 	for _, stmt := range printed {
 		if err := session.Query(stmt).WithContext(ctx).Exec(); err != nil {
 			t.Fatalf("%s: %v", stmt, err)

@@ -268,8 +268,9 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // openStoreRetrying opens the store, and while a cluster cannot be reached
 // (or its schema is not in place yet) tries again, from half a second
 // apart to 10 s, each failure logged and kept for /readyz, until it opens
-// or ctx ends (nil, nil). An error of the configuration (errkind.Invalid),
-// or any of the embedded store, which is local, ends the start at once.
+// or ctx ends (nil, nil). An error of the configuration (errkind.Invalid,
+// or a TLS mismatch explainTLS recognizes), or any of the embedded store,
+// which is local, ends the start at once.
 func openStoreRetrying(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slog.Logger, open storeOpener, ready *readiness) (store.Store, error) {
 	wait := 500 * time.Millisecond
 	for {
@@ -279,8 +280,8 @@ func openStoreRetrying(ctx context.Context, cfg config, tel *telemetry.Telemetry
 			return st, nil
 		case ctx.Err() != nil:
 			return nil, nil // stopped while starting
-		case len(cfg.CQLHosts) == 0 || errors.Is(err, errkind.Invalid):
-			return nil, err
+		case len(cfg.CQLHosts) == 0 || errors.Is(err, errkind.Invalid) || errors.As(err, new(*explainedError)):
+			return nil, err // no retry mends the configuration (a TLS mismatch included)
 		}
 		ready.opening.Store(&err)
 		log.Warn("the store cannot be opened yet; trying again", "err", err, "retry_in", wait)
