@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -222,43 +221,3 @@ type quiet struct{}
 func (quiet) Infof(string, ...any)         {}
 func (quiet) Errorf(string, ...any)        {}
 func (quiet) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
-
-// A scan of many rows reads past its first 256 only in its turn, and one
-// waiting for its turn ends with its context; a short scan never waits.
-func TestLongScansTakeTurns(t *testing.T) {
-	s := open(t, t.TempDir(), nil)
-	ctx := context.Background()
-	f, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "f", ValueType: store.String, TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	long, short := store.List{Feature: &f, EntityID: "long"}, store.List{Feature: &f, EntityID: "short"}
-	now := time.Now()
-	for _, l := range []struct {
-		list store.List
-		n    int
-	}{{long, 1000}, {short, 200}} {
-		items := make([]store.NewItem, l.n)
-		for i := range items {
-			items[i] = store.NewItem{Timestamp: now.Add(-time.Duration(i) * time.Millisecond).UnixNano(), Value: []byte(fmt.Sprint(i))}
-		}
-		if _, err := s.AddItems(ctx, l.list, items); err != nil {
-			t.Fatal(err)
-		}
-	}
-	release := s.TakeTurns()
-	if n, err := s.Count(ctx, short, store.Window{}, 10_000); err != nil || n != 200 {
-		t.Fatalf("count of 200 items while the turns are taken = %d, %v", n, err)
-	}
-	// Without turns it would count at once; with them it waits out its
-	// deadline.
-	waiting, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	if n, err := s.Count(waiting, long, store.Window{}, 10_000); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("count of 1,000 items while the turns are taken = %d, %v; want it to wait out its deadline", n, err)
-	}
-	release()
-	if n, err := s.Count(ctx, long, store.Window{}, 10_000); err != nil || n != 1000 {
-		t.Fatalf("count of 1,000 items in its turn = %d, %v", n, err)
-	}
-}

@@ -30,6 +30,13 @@ type RowCounter interface {
 	Rows(ctx context.Context, l store.List) (int, error)
 }
 
+// TurnTaker is implemented by stores whose long scans take turns
+// (store.Turns): TakeTurns holds every turn until release, as other long
+// scans would.
+type TurnTaker interface {
+	TakeTurns() (release func())
+}
+
 // NewStore opens a store whose clock is now. Stores it returns may share
 // their data; every test uses entity types of its own.
 type NewStore func(t *testing.T, now func() time.Time) store.Store
@@ -75,6 +82,7 @@ func Run(t *testing.T, open NewStore) {
 		{"FeedGivesEveryAddOfAWatchedListOnceInOrder", testFeed},
 		{"ListFeedResumesFromAPosition", testListFeed},
 		{"OnlyLiveFeaturesRecordTheirAdds", testLiveFlag},
+		{"LongScansTakeTurns", testLongScansTakeTurns},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1358,5 +1366,46 @@ func testLiveFlag(t *testing.T, h *harness) {
 		if f.Name == "quiet" && (f.Live || !f.LiveSince.IsZero()) {
 			t.Fatalf("created again, listed: live %v since %v", f.Live, f.LiveSince)
 		}
+	}
+}
+
+// A scan of more rows than a store reads in its first stretch (256 rows
+// embedded, a 1,000-row page on a cluster) reads the rest only in its
+// turn, and one waiting for its turn ends with its context; a short scan
+// never waits.
+func testLongScansTakeTurns(t *testing.T, h *harness) {
+	taker, ok := h.s.(TurnTaker)
+	if !ok {
+		t.Fatalf("%T cannot take its turns (TurnTaker)", h.s)
+	}
+	f := h.feature("f", "", time.Hour)
+	long, short := h.list(f, "long"), h.list(f, "short")
+	now := time.Now()
+	for _, l := range []struct {
+		list store.List
+		n    int
+	}{{long, 1500}, {short, 10}} {
+		items := make([]store.NewItem, l.n)
+		for i := range items {
+			items[i] = store.NewItem{Timestamp: now.Add(-time.Duration(i) * time.Millisecond).UnixNano(), Value: []byte(fmt.Sprint(i))}
+		}
+		for start := 0; start < l.n; start += 500 {
+			h.add(l.list, items[start:min(start+500, l.n)]...)
+		}
+	}
+	release := taker.TakeTurns()
+	if n, err := h.s.Count(h.ctx, short, store.Window{}, 100_000); err != nil || n != 10 {
+		t.Fatalf("count of 10 items while the turns are taken = %d, %v", n, err)
+	}
+	// Without turns it would count in a moment; with them it waits out its
+	// deadline.
+	waiting, cancel := context.WithTimeout(h.ctx, 500*time.Millisecond)
+	defer cancel()
+	if n, err := h.s.Count(waiting, long, store.Window{}, 100_000); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("count of 1,500 items while the turns are taken = %d, %v; want it to wait out its deadline", n, err)
+	}
+	release()
+	if n, err := h.s.Count(h.ctx, long, store.Window{}, 100_000); err != nil || n != 1500 {
+		t.Fatalf("count of 1,500 items in its turn = %d, %v", n, err)
 	}
 }
