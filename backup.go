@@ -57,7 +57,7 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 	var c config
 	fs, _ := commandFlags("backup", &c, "data-dir")
 	to := fs.String("to", "", "the folder to write the backup to: one outside the data folder that does not exist, or an empty one")
-	if err := parseCommand(fs, backupUsage, args, getenv, stdout); err != nil {
+	if _, err := parseCommand(fs, backupUsage, args, getenv, stdout); err != nil {
 		return err
 	}
 	if *to == "" {

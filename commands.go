@@ -57,23 +57,31 @@ func commandFlags(name string, c *config, shared ...string) (*flag.FlagSet, flag
 }
 
 // parseCommand reads a command's flags from args, then the variables of
-// the flags not given. On --help it writes the usage, head first, to help
-// and returns flag.ErrHelp.
-func parseCommand(fs *flag.FlagSet, head string, args []string, getenv func(string) string, help io.Writer) error {
+// the flags not given, and returns which flags were set, either way
+// (explicitly). On --help it writes the usage, head first, to help and
+// returns flag.ErrHelp.
+func parseCommand(fs *flag.FlagSet, head string, args []string, getenv func(string) string, help io.Writer) (func(name string) bool, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			writeUsage(help, head, fs)
-			return err
+			return nil, err
 		}
-		return fmt.Errorf("%w (%s --help lists the flags)", err, fs.Name())
+		return nil, fmt.Errorf("%w (%s --help lists the flags)", err, fs.Name())
 	}
-	if _, err := setFromEnv(fs, getenv); err != nil {
-		return err
+	set, err := setFromEnv(fs, getenv)
+	if err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v (%s --help lists the flags)", fs.Args(), fs.Name())
+		return nil, fmt.Errorf("unexpected arguments: %v (%s --help lists the flags)", fs.Args(), fs.Name())
 	}
-	return nil
+	return explicitly(set, getenv), nil
+}
+
+// explicitly says whether a flag was set, on the command line (set) or by
+// its variable.
+func explicitly(set map[string]bool, getenv func(string) string) func(name string) bool {
+	return func(name string) bool { return set[name] || getenv(envName(name)) != "" }
 }
 
 const schemaUsage = `Usage: listgate schema [flags]
@@ -90,7 +98,7 @@ gateways.
 func runSchema(_ context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	var c config
 	fs, _ := commandFlags("schema", &c, "cql-keyspace", "cql-replication")
-	if err := parseCommand(fs, schemaUsage, args, getenv, stdout); err != nil {
+	if _, err := parseCommand(fs, schemaUsage, args, getenv, stdout); err != nil {
 		return err
 	}
 	return cql.WriteSchema(stdout, c.CQLKeyspace, c.schema(), c.Feed)
@@ -127,16 +135,15 @@ var migrateFlags = []string{"cql-hosts", "cql-keyspace", "cql-local-dc", "cql-us
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	var c config
 	fs, text := commandFlags("migrate", &c, migrateFlags...)
-	if err := parseCommand(fs, migrateUsage, args, getenv, stdout); err != nil {
+	explicit, err := parseCommand(fs, migrateUsage, args, getenv, stdout)
+	if err != nil {
 		return err
 	}
 	c.CQLHosts = splitList(*text.hosts)
 	if len(c.CQLHosts) == 0 {
 		return errors.New("--cql-hosts is required: listgate migrate creates the schema on a cluster (the embedded store needs none)")
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	tls, err := loadCQLTLS(c.CQLTLSFiles, func(name string) bool { return given[name] || getenv(envName(name)) != "" }, true)
+	tls, err := loadCQLTLS(c.CQLTLSFiles, explicit, true)
 	if err != nil {
 		return err
 	}

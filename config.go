@@ -264,7 +264,7 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	explicit := func(name string) bool { return set[name] || getenv(envName(name)) != "" }
+	explicit := explicitly(set, getenv)
 	switch c.Mode {
 	case "dev":
 	case "prod":
