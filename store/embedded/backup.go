@@ -64,12 +64,16 @@ func BackupFolder(dir, to string) error {
 	return errors.Join(s.checkpoint(to, target), s.Close())
 }
 
+// geteuid is the process's user: os.Geteuid, or another in a test, which
+// cannot give a store to another user without root.
+var geteuid = os.Geteuid
+
 // sameUser refuses a process whose user is not the store's in dir: the
 // owner of its LOCK file, which Pebble creates when it first opens the
 // store.
 func sameUser(dir string) error {
 	owner, ok := lockOwner(filepath.Join(dir, "LOCK"))
-	if me := os.Geteuid(); ok && owner != me {
+	if me := geteuid(); ok && owner != me {
 		return fmt.Errorf("the store in %s is user %d's (it owns its LOCK file), and this command runs as user %d: the files it would write there, its user's alone, the gateway could not read; run it as user %d", dir, owner, me, owner)
 	}
 	return nil

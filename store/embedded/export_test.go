@@ -1,6 +1,9 @@
 package embedded
 
-import "context"
+import (
+	"context"
+	"os"
+)
 
 // BlockBytesRead is the bytes of the blocks the store's scans read.
 func (s *Store) BlockBytesRead() int64 { return s.blockBytes.Load() }
@@ -9,6 +12,14 @@ func (s *Store) BlockBytesRead() int64 { return s.blockBytes.Load() }
 // scans then read.
 func (s *Store) Compact() error {
 	return s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true)
+}
+
+// RunAs makes the process seem to run as user uid to the backup's check
+// of the store's user, until restore. Tests that call it must not run in
+// parallel with backups.
+func RunAs(uid int) (restore func()) {
+	geteuid = func() int { return uid }
+	return func() { geteuid = os.Geteuid }
 }
 
 // TakeTurns takes every turn of the long scans, until release.
