@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -236,11 +237,21 @@ func FuzzCompiledPlan(f *testing.F) {
 		if p, s := fmt.Sprint(planned.Header()), fmt.Sprint(stock.Header()); p != s {
 			t.Fatalf("%s %s %v: headers\n%s\ngqlgen's\n%s", method, doc, vars, p, s)
 		}
-		if !bytes.Equal(planned.Body.Bytes(), stock.Body.Bytes()) {
+		p, st := planned.Body.Bytes(), stock.Body.Bytes()
+		if strings.Contains(doc, " n: listCount") {
+			// Two root fields: no plan, and gqlgen runs them at once, so
+			// which one crosses the response bound first, and is named by
+			// the error's path, is a race on either side.
+			p, st = errorPath.ReplaceAll(p, nil), errorPath.ReplaceAll(st, nil)
+		}
+		if !bytes.Equal(p, st) {
 			t.Fatalf("%s %s %v:\nplan:   %s\ngqlgen: %s", method, doc, vars, planned.Body.Bytes(), stock.Body.Bytes())
 		}
 	})
 }
+
+// errorPath is an error's path in an answer.
+var errorPath = regexp.MustCompile(`"path":\[[^\]]*\],?`)
 
 // The plans answer as gqlgen does on every transport (POST, GET and a
 // WebSocket): a page, a page that errs (NOT_FOUND; over the response byte
