@@ -205,9 +205,9 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.IntVar(&c.StoreLimits.MaxValueBytes, "max-value-bytes", store.DefaultLimits.MaxValueBytes, "largest item value, in bytes (at most 65000)")
 	fs.IntVar(&c.LongScans, "long-scans", 0, "scans of many rows (counts, searches, distinct pages) that read at once, a stretch each (256 rows on the embedded store, a page of 1,000 on a cluster); the others wait their turn until their deadline, short reads never (0: half the cores)")
 	fs.DurationVar(&c.Feed.Poll, "change-feed-poll", cql.DefaultFeedConfig.Poll, "how often a gateway with subscriptions reads the change feed on Cassandra or ScyllaDB: a few single-partition reads, however many lists it watches")
-	fs.DurationVar(&c.Feed.Window, "change-feed-window", cql.DefaultFeedConfig.Window, "how far the change feed's settled end trails the cluster's clock on Cassandra or ScyllaDB: an add whose record is not written within half of it fails, to be retried, and live items reach subscriptions about this long after their add; the same on every gateway of a fleet")
+	fs.DurationVar(&c.Feed.MaxClockOffset, "max-clock-offset", cql.DefaultFeedConfig.MaxClockOffset, "how far apart the cluster's node clocks may be, as each gateway measures them (with the error of measuring): live lists rest on it, a subscription's start waits it out, and past it new subscriptions are refused with CLOCK_SKEW (adds never are); the same on every gateway of a fleet")
 	fs.IntVar(&c.Feed.Shards, "change-feed-shards", cql.DefaultFeedConfig.Shards, "partitions the change feed spreads each 10 s over; the same on every gateway of a fleet")
-	fs.DurationVar(&c.Feed.Retention, "change-feed-retention", cql.DefaultFeedConfig.Retention, "how long the change feed keeps an add's record: a subscription resumes after a position at most this old (on a cluster, each record's TTL, less --change-feed-window)")
+	fs.DurationVar(&c.Feed.Retention, "change-feed-retention", cql.DefaultFeedConfig.Retention, "how long the change feed keeps an add's record: a subscription resumes after a position at most this old (on a cluster, each record's TTL, less 10 s or half of it, whichever is less)")
 	fs.Var(byteFlag(&c.Subscriptions.BufferBytes), "subscription-buffer-bytes", "how far behind, a `size` of items, a subscription may fall: past it for --subscription-slow-timeout, it is ended with TOO_SLOW")
 	fs.DurationVar(&c.Subscriptions.SlowTimeout, "subscription-slow-timeout", endpoint.DefaultSubscriptions.SlowTimeout, "how long a subscription may stay more than --subscription-buffer-bytes behind")
 	fs.Var(byteFlag(&c.Subscriptions.ListBytes), "watched-list-bytes", "the `size` of the items kept for the subscriptions of one list that have not read them; past it the furthest behind are ended")
@@ -346,10 +346,12 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--trusted-documents-mode %s needs --trusted-documents, the manifest of the operations clients ship", c.TrustedDocumentsMode)
 	case c.Limits.MaxEntities < 1:
 		return c, fmt.Errorf("--max-entities %d: must be 1 or more", c.Limits.MaxEntities)
-	case c.Feed.Poll < 10*time.Millisecond || c.Feed.Window < 100*time.Millisecond || c.Feed.Shards < 1 || c.Feed.Shards > 256:
-		return c, fmt.Errorf("--change-feed-poll must be 10ms or more, --change-feed-window 100ms or more, --change-feed-shards from 1 to 256")
-	case c.Feed.Retention < 2*c.Feed.Window:
-		return c, fmt.Errorf("--change-feed-retention %v: must be at least twice --change-feed-window (%v)", c.Feed.Retention, c.Feed.Window)
+	case c.Feed.Poll < 10*time.Millisecond || c.Feed.Shards < 1 || c.Feed.Shards > 256:
+		return c, fmt.Errorf("--change-feed-poll must be 10ms or more, --change-feed-shards from 1 to 256")
+	case c.Feed.MaxClockOffset < 10*time.Millisecond || c.Feed.MaxClockOffset > 10*time.Second:
+		return c, fmt.Errorf("--max-clock-offset %v: must be from 10ms to 10s", c.Feed.MaxClockOffset)
+	case c.Feed.Retention < time.Second:
+		return c, fmt.Errorf("--change-feed-retention %v: must be 1s or more", c.Feed.Retention)
 	case c.Subscriptions.BufferBytes < 1<<10 || c.Subscriptions.SlowTimeout <= 0:
 		return c, fmt.Errorf("--subscription-buffer-bytes must be 1KiB or more, --subscription-slow-timeout above 0")
 	case c.Subscriptions.MaxLists < 1 || c.Subscriptions.PerConnection < 1 || c.Subscriptions.PerCaller < 1 || c.Subscriptions.MaxSockets < 1:

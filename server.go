@@ -360,6 +360,10 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 		s.Close()
 		return nil, err
 	}
+	if err := s.CheckFeedConsistency(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 

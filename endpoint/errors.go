@@ -35,6 +35,7 @@ const (
 	CodeTooSlow         = "TOO_SLOW"
 	CodePositionExpired = "POSITION_EXPIRED"
 	CodeThrottled       = "THROTTLED"
+	CodeClockSkew       = "CLOCK_SKEW"
 	// As Apollo Router names them: an operation not in the trusted
 	// documents, and an id or hash not among them.
 	CodeNotInSafelist = "QUERY_NOT_IN_SAFELIST"
@@ -105,6 +106,8 @@ func present(ctx context.Context, log *slog.Logger, onRefused func(context.Conte
 		default:
 			message = "the list store did not answer in time; retry later"
 		}
+	case CodeClockSkew:
+		onRefused(ctx, err)
 	case CodeTimeout:
 		if !errors.Is(err, errkind.Timeout) {
 			message = errkind.DeadlinePassed.Error() // not the driver's "context deadline exceeded"
@@ -260,6 +263,8 @@ func classify(err error) string {
 		return CodePositionExpired
 	case errors.Is(err, errkind.Throttled):
 		return CodeThrottled
+	case errors.Is(err, errkind.ClockSkew):
+		return CodeClockSkew
 	case errors.Is(err, errkind.Forbidden):
 		return CodeForbidden
 	case errors.Is(err, errkind.Unauthenticated):

@@ -149,6 +149,7 @@ var (
 	refusedPerCaller     = reason("per_caller")
 	refusedWatchedLists  = reason("max_watched_lists")
 	refusedShuttingDown  = reason("shutting_down")
+	refusedClockSkew     = reason("clock_skew")
 )
 
 func reason(r string) metric.AddOption {
@@ -162,6 +163,8 @@ func (s *sockets) countRefusal(ctx context.Context, err error) {
 		s.refused.Add(ctx, 1, refusedWatchedLists)
 	case errors.Is(err, watch.ErrClosed):
 		s.refused.Add(ctx, 1, refusedShuttingDown)
+	case errors.Is(err, errkind.ClockSkew):
+		s.refused.Add(ctx, 1, refusedClockSkew)
 	}
 }
 

@@ -50,6 +50,10 @@ var (
 	// Throttled: the caller has spent its budget, or holds its share of
 	// the gateway; its message says when to retry.
 	Throttled = errors.New("throttled")
+	// ClockSkew: the gateway cannot bound how far apart the cluster's
+	// clocks are within --max-clock-offset, so it starts no subscription,
+	// whose order rests on them; adds go on. Retry later.
+	ClockSkew = errors.New("clock skew")
 )
 
 // DeadlinePassed is the error of an operation whose deadline passed before

@@ -67,7 +67,7 @@ func backends(limits store.Limits) []backend {
 		}},
 		{"cassandra", func(t *testing.T) store.Store {
 			c := cqltest.Config(t)
-			c.Feed = cql.FeedConfig{Shards: 4, Poll: 50 * time.Millisecond, Window: 2 * time.Second, Retention: 10 * time.Minute}
+			c.Feed = cql.FeedConfig{Shards: 4, Poll: 50 * time.Millisecond, Retention: 10 * time.Minute}
 			c.Limits = limits
 			return cqltest.Open(t, c)
 		}},

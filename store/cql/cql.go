@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -101,11 +103,26 @@ type Store struct {
 	rows         *store.RowMeter
 	turns        *store.Turns // the long scans'
 
-	clock     clock
-	feedID    [4]byte // of the change feed: its cluster and keyspace (feed.go)
-	feedLag   metric.Float64Histogram
-	tracer    trace.Tracer
-	stopClock context.CancelFunc
+	// The change feed (feed.go): its identity (its cluster and
+	// keyspace), this gateway's measure of the cluster's clock, its
+	// writer, the consistency its records and leases are written at
+	// (CheckFeedConsistency), the settled end last read (lease.go), and
+	// the audit of records come late (audit.go).
+	feedID      [4]byte
+	clock       *clock
+	writer      *feedWriter
+	feedWrite   gocql.Consistency
+	settledTick atomic.Int64 // ticks
+	settledAt   atomic.Int64 // clock.since() of the read that set it; 0: none yet
+	audit       lateAudit
+	feedLag     metric.Float64Histogram
+	lateRecords metric.Int64Counter
+	lateLogged  atomic.Bool
+	tracer      trace.Tracer
+	// stop ends the clock's and the lease's goroutines (background), which
+	// Close waits for.
+	stop       context.CancelFunc
+	background sync.WaitGroup
 }
 
 var _ store.Store = (*Store)(nil)
@@ -117,7 +134,8 @@ type statements struct {
 	scans                                                                         [2][2]string
 	scansAscending                                                                [2]string
 	fetchItems, insertItem, deleteItems, deleteBelow, deleteList, selectTTL       string
-	countRows, insertChange, selectChangeHeads, selectChanges                     string
+	countRows, insertChange, selectChangeHeads, selectChanges, selectChangeIDs    string
+	publishWriter, releaseWriter, selectWriters, selectReplication                string
 	insertFeature, selectFeature, selectFeatures, selectFeaturesOfType            string
 	recreateFeature, deleteFeature, schemaTables, schemaColumns, addFeatureColumn string
 	setFeatureLive                                                                string
@@ -141,7 +159,12 @@ func newStatements(ks string) statements {
 		},
 		fetchItems:        "SELECT item_key, value FROM " + items + where + " AND item_key IN ?",
 		insertChange:      "INSERT INTO " + ks + ".list_changes (bucket, shard, id, feature_key, created_at, entity_id, item_keys, item_values, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
-		selectChangeHeads: "SELECT id, feature_key, created_at, entity_id, bytes FROM " + ks + ".list_changes WHERE bucket = ? AND shard = ? AND id > ? AND id < ?",
+		selectChangeHeads: "SELECT id, feature_key, created_at, entity_id, bytes FROM " + ks + ".list_changes WHERE bucket = ? AND shard = ? AND id > ? AND id < ? LIMIT ?",
+		selectChangeIDs:   "SELECT id FROM " + ks + ".list_changes WHERE bucket = ? AND shard = ? AND id > ? AND id < ?",
+		publishWriter:     "INSERT INTO " + ks + ".list_change_writers (feed, writer, closed, expires) VALUES (0, ?, ?, ?) USING TTL ?",
+		releaseWriter:     "DELETE FROM " + ks + ".list_change_writers WHERE feed = 0 AND writer = ?",
+		selectWriters:     "SELECT writer, closed, expires FROM " + ks + ".list_change_writers WHERE feed = 0",
+		selectReplication: "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?",
 		selectChanges:     "SELECT id, feature_key, created_at, entity_id, item_keys, item_values FROM " + ks + ".list_changes WHERE bucket = ? AND shard = ? AND id IN ?",
 		insertItem:        "INSERT INTO " + items + " (feature_key, entity_id, item_key, value) VALUES (?, ?, ?, ?) USING TTL ?",
 		deleteItems:       "DELETE FROM " + items + where + " AND item_key IN ?",
@@ -222,12 +245,25 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.clock.raw = s.now
+	if cfg.Feed.MaxClockOffset <= 0 {
+		s.cfg.Feed.MaxClockOffset = DefaultMaxClockOffset
+	}
+	s.clock = newClock(time.Now, s.cfg.Feed.MaxClockOffset)
+	s.feedWrite = cfg.WriteConsistency
+	if s.writer, err = newFeedWriter(); err != nil {
+		session.Close()
+		return nil, err
+	}
 	s.tracer = cfg.TracerProvider.Tracer("github.com/listgate/listgate/store/cql")
 	meter := cfg.MeterProvider.Meter("github.com/listgate/listgate/store/cql")
 	if s.feedLag, err = meter.Float64Histogram("listgate.change_feed.lag", metric.WithUnit("s"),
 		metric.WithDescription("How long after its time a change record was read: the settle delay (--change-feed-window), and how far this gateway's reads of the feed trail it."),
-		metric.WithExplicitBucketBoundaries(0.5, 1, 2, 2.25, 2.5, 3, 4, 5, 10, 30)); err != nil {
+		metric.WithExplicitBucketBoundaries(0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30)); err != nil {
+		session.Close()
+		return nil, err
+	}
+	if s.lateRecords, err = meter.Int64Counter("listgate.change_feed.late_records",
+		metric.WithDescription("Change records found in the feed after this gateway's readers had passed their time, so not delivered: written later than the settled end (a write that timed out and was applied late, or a replica or data centre behind the consistency levels).")); err != nil {
 		session.Close()
 		return nil, err
 	}
@@ -244,9 +280,11 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 			s.cfg.Log.Warn("measuring the cluster's clock failed", "err", err)
 		}
 	}
-	clockCtx, stop := context.WithCancel(context.Background())
-	s.stopClock = stop
-	go s.runClock(clockCtx, 10*time.Second)
+	bg, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.background.Add(2)
+	go func() { defer s.background.Done(); s.runClock(bg) }()
+	go func() { defer s.background.Done(); s.runLease(bg) }()
 	return s, nil
 }
 
@@ -284,7 +322,8 @@ func (s *Store) Limits() store.Limits { return s.cfg.Limits }
 
 // Close closes the session.
 func (s *Store) Close() error {
-	s.stopClock()
+	s.stop()
+	s.background.Wait() // the lease is let go of first
 	s.session.Close()
 	return nil
 }

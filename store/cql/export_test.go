@@ -50,6 +50,6 @@ func (s *Store) AddInOneBatch(ctx context.Context, l store.List, items []store.N
 	for i, it := range c.Items {
 		keys[i], values[i] = it.Key, it.Value
 	}
-	b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.stmt.insertChange, Args: []any{bucketOf(at), s.shardOf(c.List), gocql.UUIDFromTime(at), c.List.Feature, l.Feature.CreatedAt, c.List.EntityID, keys, values, store.ChangeBytes(c), int(s.cfg.Feed.Retention / time.Second)}, Idempotent: true})
+	b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.stmt.insertChange, Args: []any{bucketOf(at), s.shardOf(c.List), s.writer.timeUUID(ticks(at)), c.List.Feature, l.Feature.CreatedAt, c.List.EntityID, keys, values, store.ChangeBytes(c), int(s.cfg.Feed.Retention / time.Second)}, Idempotent: true})
 	return s.session.ExecuteBatch(b)
 }

@@ -7,14 +7,11 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gocql/gocql"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
@@ -22,16 +19,14 @@ import (
 )
 
 // The change feed on the cluster: list_changes, a record per add,
-// partitioned by a time bucket and a shard, ordered by a time UUID of the
-// cluster's clock (each gateway measures how far its own is from it), and
-// expiring after FeedRetention. A record must be written within half of
-// FeedWindow of its time, or its add fails; so once the cluster's clock is
-// FeedWindow past a time, no record of that time or before can still
-// appear: the feed is settled up to there, and readers read no further.
-// That is what makes the feed's order the same for every reader, and a
-// position in it a place to resume from: no record can come later before
-// one already read. A reader reads the heads (no items) of the records
-// between its position and the settled end from every shard, once each,
+// partitioned by a time bucket and a shard, ordered by a time UUID that
+// the writing gateway stamps by its measure of the cluster's clock
+// (clock.go), and expiring after FeedRetention. A reader reads no further
+// than the settled end (lease.go), past which no record can still appear
+// before one already read: that is what makes the feed's order the same
+// for every reader, and a position in it a place to resume from. A reader
+// reads the heads (no items) of the records between its position and the
+// settled end from every shard, once each, a bounded number at a time,
 // and then the records of the lists it wants.
 
 // FeedConfig tunes the change feed. Shards must be the same on every
@@ -40,19 +35,31 @@ import (
 type FeedConfig struct {
 	Shards    int           // partitions per bucket
 	Poll      time.Duration // between two reads of the feed
-	Window    time.Duration // how late a record may become readable after its time: how far the settled end trails the clock
 	Retention time.Duration // how long a record is kept
+	// MaxClockOffset bounds how far apart the node clocks may be, as
+	// measured: past it subscriptions are refused (clock.go).
+	MaxClockOffset time.Duration
 }
 
 // DefaultFeedConfig reads four shards four times a second, which is about
 // 16 reads a second for a gateway with subscriptions, none for one
-// without; an add is delivered about two seconds after it.
-var DefaultFeedConfig = FeedConfig{Shards: 4, Poll: 250 * time.Millisecond, Window: 2 * time.Second, Retention: 10 * time.Minute}
+// without.
+var DefaultFeedConfig = FeedConfig{Shards: 4, Poll: 250 * time.Millisecond, Retention: 10 * time.Minute, MaxClockOffset: DefaultMaxClockOffset}
 
 // bucketWidth is the time a feed partition covers.
 const bucketWidth = 10 * time.Second
 
 func bucketOf(t time.Time) int64 { return t.UnixNano() / int64(bucketWidth) }
+
+// retentionMargin is how long before its retention a position is no
+// longer one to resume from: a catch-up reads its records while they
+// expire, each at its own time by its node's clock. 10 s, or half the
+// retention when that is less.
+func (s *Store) retentionMargin() time.Duration { return min(10*time.Second, s.cfg.Feed.Retention/2) }
+
+// headsPerRead bounds the heads one read of the feed holds, over every
+// shard it reads.
+const headsPerRead = 4096
 
 // shardOf spreads the lists over the shards.
 func (s *Store) shardOf(l store.ListID) int {
@@ -63,31 +70,26 @@ func (s *Store) shardOf(l store.ListID) int {
 	return int(h.Sum32() % uint32(s.cfg.Feed.Shards))
 }
 
-// record is an add's change record: its statement, timed as the add
-// begins, and what its items weigh (store.ChangeBytes).
-func (s *Store) record(l store.List, writes []store.Write) (gocql.BatchEntry, int) {
-	at := s.clock.stamp()
-	id := gocql.UUIDFromTime(at)
+// record is an add's change record: its statement, stamped as the add
+// begins under this gateway's lease, what its items weigh
+// (store.ChangeBytes), the context its write must use (it ends with the
+// lease, whatever the add's client does), and done, to call once the
+// write has ended, written or not.
+func (s *Store) record(ctx context.Context, l store.List, writes []store.Write) (entry gocql.BatchEntry, size int, rctx context.Context, done func(), err error) {
+	tick, rctx, done, err := s.stamp(ctx)
+	if err != nil {
+		return gocql.BatchEntry{}, 0, nil, nil, err
+	}
+	at := timeOf(tick)
 	c := store.ChangeOf("", at, l, writes)
 	keys := make([]string, len(c.Items))
 	values := make([][]byte, len(c.Items))
 	for i, it := range c.Items {
 		keys[i], values[i] = it.Key, it.Value
 	}
-	size := store.ChangeBytes(c)
+	size = store.ChangeBytes(c)
 	return gocql.BatchEntry{Stmt: s.stmt.insertChange, Idempotent: true,
-		Args: []any{bucketOf(at), s.shardOf(c.List), id, c.List.Feature, l.Feature.CreatedAt, c.List.EntityID, keys, values, size, int(s.cfg.Feed.Retention / time.Second)}}, size
-}
-
-// recordContext is the context of an add that writes a record: a deadline
-// of its own, by this gateway's clock, as deadlines are. Whether the
-// client waits or not, the record is written, or the add fails. It must
-// be readable within half the feed's window of its time: a record that
-// could not be written by then fails the add, which the client retries
-// (an add of the same items is the same add, delivered again with the new
-// record).
-func (s *Store) recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Feed.Window/2)
+		Args: []any{bucketOf(at), s.shardOf(c.List), s.writer.timeUUID(tick), c.List.Feature, l.Feature.CreatedAt, c.List.EntityID, keys, values, size, int(s.cfg.Feed.Retention / time.Second)}}, size, rctx, done, nil
 }
 
 // recordFailed is the error of an add whose record may not have been
@@ -144,51 +146,66 @@ func ticks(t time.Time) int64 { return t.UnixNano()/100 + uuidEpoch }
 
 func timeOf(tick int64) time.Time { return time.Unix(0, (tick-uuidEpoch)*100) }
 
+func durationTicks(d time.Duration) int64 { return int64(d / 100) }
+
 // uuidAt is a time UUID of the tick t. Bounds of a slice are taken a tick
 // beyond what they must keep, so that how a server orders UUIDs of one
 // tick never matters: the reader orders those itself.
 func uuidAt(t int64) gocql.UUID { return gocql.MinTimeUUID(timeOf(t)) }
 
-// settled is the feed's settled end now, in ticks.
-func (s *Store) settled() int64 { return ticks(s.clock.Now().Add(-s.cfg.Feed.Window)) }
-
-// maxSkew bounds the wait of FeedHead.
-const maxSkew = 250 * time.Millisecond
-
 // FeedHead is a position every record of an add that began after the call
 // comes after, and every record of an add that ended before it comes
-// before, though each gateway times its records by its own measure of the
-// cluster's clock: off by up to half its round trip and the millisecond of
-// the cluster's now(), and a record is timed as its add begins. The head
-// is the skew ahead of now, and the call returns once now is the skew past
-// the head: an add that ended before the call was timed before now, so
-// before the head, even by a clock the skew behind; one that begins after
-// it is timed after the head, even by a clock the skew ahead. The skew
-// taken, twice this gateway's round trip and a millisecond, covers another
-// gateway whose round trip is up to three times this one's.
+// before, through any gateway. Each gateway stamps its records by its
+// own measure of the cluster's clock, at most the clock's margin from
+// this one's (clock.Margin), and a record is stamped as its add begins.
+// So the head is the margin ahead of now, and the call returns once now
+// is the margin past the head: an add that ended before the call was
+// stamped before now, so before the head, even by a clock the margin
+// ahead; one that begins after it is stamped after the head, even by a
+// clock the margin behind. This gateway's own stamps stay above the head
+// (feedWriter.holdAbove), whatever its measure does next. A gateway whose
+// measure does not count refuses (errkind.ClockSkew).
 func (s *Store) FeedHead(ctx context.Context) (store.Position, error) {
-	skew := time.Duration(s.clock.skew.Load())
-	head := s.clock.Now().Add(skew)
-	t := time.NewTimer(head.Add(skew).Sub(s.clock.Now()))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return store.Position{}, context.Cause(ctx)
-	case <-t.C:
+	margin, err := s.clock.Margin()
+	if err != nil {
+		return store.Position{}, err
 	}
-	return s.endOf(ticks(head)), nil
+	head := ticks(s.clock.Now()) + durationTicks(margin)
+	s.writer.holdAbove(head)
+	for {
+		left := timeOf(head + durationTicks(margin)).Sub(s.clock.Now())
+		if left <= 0 {
+			return s.endOf(head), nil
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return store.Position{}, context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// expired says why the feed no longer holds every record after the tick
+// t, or "" if it does: its records expire FeedRetention after their time,
+// and a catch-up must read them before.
+func (s *Store) expired(t int64) string {
+	if t < ticks(s.clock.Now().Add(-s.cfg.Feed.Retention+s.retentionMargin())) {
+		return "the change feed no longer keeps the adds after this position (it keeps them for --change-feed-retention, the TTL of list_changes)"
+	}
+	return ""
 }
 
 // CheckPosition says whether the records after p are still kept.
 func (s *Store) CheckPosition(_ context.Context, p store.Position) error {
 	t, ok := s.tickOf(p.Record)
-	now := s.clock.Now()
 	switch {
 	case !ok:
 		return store.PositionExpired("the position is not one of this cluster's and keyspace's change feed")
-	case t < ticks(now.Add(-s.cfg.Feed.Retention+s.cfg.Feed.Window)):
-		return store.PositionExpired("the change feed no longer keeps the adds after this position (it keeps them for the retention of list_changes)")
-	case t > ticks(now.Add(s.cfg.Feed.Window)):
+	case s.expired(t) != "":
+		return store.PositionExpired(s.expired(t))
+	case t > ticks(s.clock.Now().Add(s.clock.maxOffset)):
 		return store.PositionExpired("the position is ahead of the change feed")
 	}
 	return nil
@@ -204,8 +221,12 @@ func (s *Store) PositionTime(p store.Position) (time.Time, bool) {
 	return timeOf(t), true
 }
 
-// WaitFeed waits one poll: a cluster does not say when a record comes.
-func (s *Store) WaitFeed(ctx context.Context, _ store.Position) error {
+// WaitFeed returns at once when the feed is settled past `after`, else
+// after a poll: a cluster does not say when a record comes.
+func (s *Store) WaitFeed(ctx context.Context, after store.Position) error {
+	if t, ok := s.tickOf(after.Record); ok && s.settledTick.Load() > t {
+		return nil
+	}
 	t := time.NewTimer(s.cfg.Feed.Poll)
 	defer t.Stop()
 	select {
@@ -226,41 +247,65 @@ type head struct {
 	bytes  int
 }
 
-// span is the ticks a read covers: after `after`, up to end, no further
-// back than the feed keeps, and within one bucket of its start, so that a
-// reader far behind reads a bucket at a time.
-func (s *Store) span(after store.Position, end int64) (from, to int64, ok bool) {
-	from, ok = s.tickOf(after.Record)
+// span is the ticks a read covers: after `after`, up to end, and within
+// one bucket of its start, so that a reader far behind reads a bucket at
+// a time. A position past the retention is expired: its records may have
+// gone.
+func (s *Store) span(after store.Position, end int64) (from, to int64, err error) {
+	from, ok := s.tickOf(after.Record)
 	if !ok {
-		return 0, 0, false
+		return 0, 0, store.PositionExpired("the position is not one of this cluster's and keyspace's change feed")
 	}
-	from = max(from, ticks(s.clock.Now().Add(-s.cfg.Feed.Retention)))
-	return from, min(end, from+int64(bucketWidth/100)), true
+	if why := s.expired(from); why != "" {
+		return 0, 0, store.PositionExpired(why)
+	}
+	return from, min(end, from+durationTicks(bucketWidth)), nil
 }
 
 // heads reads the heads of the records of ticks [from, to] in the shards,
-// after `after`, in the feed's order.
-func (s *Store) heads(ctx context.Context, shards []int, after store.Position, from, to int64) ([]head, error) {
+// after `after`, in the feed's order, at most headsPerRead of them. It
+// returns how far they cover, to or less, and how many records of the
+// ticks after from up to there it saw (what the audit counts again).
+func (s *Store) heads(ctx context.Context, shards []int, after store.Position, from, to int64) ([]head, int64, int, error) {
+	limit := max(headsPerRead/len(shards), 64)
 	var out []head
+	var seen []int64 // the ticks of every record read
+	covered := to
 	for b := bucketOf(timeOf(from)); b <= bucketOf(timeOf(to)); b++ {
 		for _, shard := range shards {
-			iter := s.session.Query(s.stmt.selectChangeHeads, b, shard, uuidAt(from-1), uuidAt(to+1)).
-				WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(5000).Iter()
+			iter := s.session.Query(s.stmt.selectChangeHeads, b, shard, uuidAt(from-1), uuidAt(covered+1), limit).
+				WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(limit).Iter()
 			h := head{bucket: b, shard: shard}
 			var createdAt time.Time
+			n := 0
 			for iter.Scan(&h.id, &h.list.Feature, &createdAt, &h.list.EntityID, &h.bytes) {
+				n++
+				t := h.id.Timestamp()
+				seen = append(seen, t)
 				h.rec, h.list.CreatedAt = s.recordOf(h.id), createdAt.UnixNano()
-				if t := h.id.Timestamp(); t >= from && t <= to && after.Behind(h.rec) {
+				if t >= from && t <= to && after.Behind(h.rec) {
 					out = append(out, h)
 				}
 			}
 			if err := iter.Close(); err != nil {
-				return nil, classify("reading the change feed", err)
+				return nil, 0, 0, classify("reading the change feed", err)
+			}
+			if n == limit {
+				// The last tick read may have more records: this shard is
+				// read up to the tick before (the first, at least).
+				covered = min(covered, max(seen[len(seen)-1]-1, from))
 			}
 		}
 	}
+	out = slices.DeleteFunc(out, func(h head) bool { return h.id.Timestamp() > covered })
 	slices.SortFunc(out, func(a, b head) int { return strings.Compare(a.rec, b.rec) })
-	return out, nil
+	counted := 0
+	for _, t := range seen {
+		if t > from && t <= covered {
+			counted++
+		}
+	}
+	return out, covered, counted, nil
 }
 
 // upToBytes is the heads from the first on whose items stay within
@@ -291,9 +336,14 @@ func (s *Store) ReadFeed(ctx context.Context, after store.Position, watched func
 }
 
 func (s *Store) readFeed(ctx context.Context, after store.Position, watched func(store.ListID) bool, maxBytes int) ([]store.Change, store.Position, error) {
-	from, to, ok := s.span(after, s.settled())
-	if !ok {
-		return nil, after, store.PositionExpired("the position is not one of this cluster's and keyspace's change feed")
+	settled, err := s.settled(ctx)
+	if err != nil {
+		return nil, after, err
+	}
+	s.auditLate(ctx, settled)
+	from, to, err := s.span(after, settled)
+	if err != nil {
+		return nil, after, err
 	}
 	if to < from {
 		return nil, after, nil
@@ -302,10 +352,11 @@ func (s *Store) readFeed(ctx context.Context, after store.Position, watched func
 	for i := range shards {
 		shards[i] = i
 	}
-	hs, err := s.heads(ctx, shards, after, from, to)
+	hs, to, counted, err := s.heads(ctx, shards, after, from, to)
 	if err != nil {
 		return nil, after, err
 	}
+	s.audit.add(from, to, counted)
 	var want []head
 	for _, h := range hs {
 		if watched(h.list) {
@@ -321,22 +372,27 @@ func (s *Store) readFeed(ctx context.Context, after store.Position, watched func
 	return changes, reached, err
 }
 
-// ListFeed reads the records of one list after `after` up to upTo's, from
-// its shard: the heads of every list's records there are what it costs.
+// ListFeed reads the records of one list after `after` up to upTo's, and
+// no further than the settled end, from its shard: the heads of every
+// list's records there are what it costs.
 func (s *Store) ListFeed(ctx context.Context, l store.List, after, upTo store.Position, maxBytes int) ([]store.Change, store.Position, int, error) {
 	end, ok := s.tickOf(upTo.Record)
 	if !ok {
 		return nil, after, 0, store.PositionExpired("the position is not one of this cluster's and keyspace's change feed")
 	}
-	from, to, ok := s.span(after, end)
-	if !ok {
-		return nil, after, 0, store.PositionExpired("the position is not one of this cluster's and keyspace's change feed")
+	settled, err := s.settled(ctx)
+	if err != nil {
+		return nil, after, 0, err
+	}
+	from, to, err := s.span(after, min(end, settled))
+	if err != nil {
+		return nil, after, 0, err
 	}
 	if to < from {
 		return nil, after, 0, nil
 	}
 	id := l.ID()
-	hs, err := s.heads(ctx, []int{s.shardOf(id)}, after, from, to)
+	hs, to, _, err := s.heads(ctx, []int{s.shardOf(id)}, after, from, to)
 	if err != nil {
 		return nil, after, 0, err
 	}
@@ -414,96 +470,3 @@ func (s *Store) fetchPart(ctx context.Context, bucket int64, shard int, ids []go
 	return out, nil
 }
 
-// clock is the cluster's clock as this gateway measures it: its own, moved
-// by the offset of the coordinators' now() it saw last with the shortest
-// round trip. The feed orders records by it, so that gateways whose own
-// clocks disagree still agree on the records' times.
-type clock struct {
-	raw    func() time.Time
-	offset atomic.Int64 // ns
-	skew   atomic.Int64 // ns, how far another gateway's Now may be from this one's
-	last   atomic.Int64 // the latest stamp, unix ns
-	mu     sync.Mutex
-	best   []sample // the last few
-}
-
-type sample struct {
-	offset, rtt time.Duration
-}
-
-// Now is the cluster's time, as measured.
-func (c *clock) Now() time.Time { return c.raw().Add(time.Duration(c.offset.Load())) }
-
-// maxStepBack is the largest step back of the clock stamp holds off.
-const maxStepBack = 10 * time.Millisecond
-
-// stamp is the time of a record: Now, but later than every stamp before
-// it, so that of two adds one after the other the later is recorded later
-// even when a new measurement moves the offset back by a few
-// milliseconds. A record is timed as its add begins, its items written
-// meanwhile, so the margin between two such adds is only the first's
-// round trip. A larger step back (a first measurement that failed, then
-// one that did) is followed, not held off.
-func (c *clock) stamp() time.Time {
-	for {
-		last, now := c.last.Load(), c.Now().UnixNano()
-		t := now
-		if now <= last && last-now < int64(maxStepBack) {
-			t = last + 100 // a tick of a time UUID
-		}
-		if c.last.CompareAndSwap(last, t) {
-			return time.Unix(0, t)
-		}
-	}
-}
-
-// measure asks a coordinator for its time and keeps the offset of the
-// sample with the shortest round trip among the last five.
-func (s *Store) measureClock(ctx context.Context) error {
-	t0 := s.clock.raw()
-	var server time.Time
-	err := s.session.Query("SELECT toTimestamp(now()) FROM system.local").WithContext(ctx).Consistency(gocql.One).Scan(&server)
-	t1 := s.clock.raw()
-	if err != nil {
-		return classify("reading the cluster's clock", err)
-	}
-	c := &s.clock
-	smp := sample{offset: server.Sub(t0.Add(t1.Sub(t0) / 2)), rtt: t1.Sub(t0)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.best = append(c.best, smp)
-	if len(c.best) > 5 {
-		c.best = c.best[1:]
-	}
-	best := slices.MinFunc(c.best, func(a, b sample) int { return int(a.rtt - b.rtt) })
-	c.offset.Store(int64(best.offset))
-	c.skew.Store(int64(min(2*best.rtt+time.Millisecond, maxSkew)))
-	return nil
-}
-
-// runClock measures the clock every interval until ctx ends.
-func (s *Store) runClock(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.measureClock(ctx); err != nil && ctx.Err() == nil {
-				s.cfg.Log.Warn("measuring the cluster's clock failed", "err", err)
-			}
-		}
-	}
-}
-
-// observeClock exports the offset as listgate_clock_offset_seconds.
-func (s *Store) observeClock(meter metric.Meter) error {
-	_, err := meter.Float64ObservableGauge("listgate.clock.offset", metric.WithUnit("s"),
-		metric.WithDescription("The cluster's clock minus this gateway's, as measured from the coordinators' now(): the skew the change feed corrects."),
-		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
-			o.Observe(time.Duration(s.clock.offset.Load()).Seconds())
-			return nil
-		}))
-	return err
-}

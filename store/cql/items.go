@@ -205,7 +205,9 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 // one is sent beside the batch, at once: a batch over two partitions past
 // batch_size_warn_threshold (5 KiB by default) has each one logged by the
 // server as a warning, and past batch_size_fail_threshold (50 KiB)
-// refused.
+// refused. The record's write runs under this gateway's lease of the
+// feed (lease.go), whatever the add's client does; while it runs, readers
+// wait for it.
 func (s *Store) write(ctx context.Context, b *gocql.Batch, l store.List, writes []store.Write) error {
 	if err := ctx.Err(); err != nil {
 		return err // past its deadline, an add writes nothing, record included
@@ -213,12 +215,15 @@ func (s *Store) write(ctx context.Context, b *gocql.Batch, l store.List, writes 
 	if !l.Feature.Live {
 		return classify("adding list items", s.session.ExecuteBatch(b))
 	}
-	rec, size := s.record(l, writes)
-	rctx, cancel := s.recordContext(ctx)
-	defer cancel()
+	rec, size, rctx, done, err := s.record(ctx, l, writes)
+	if err != nil {
+		return err
+	}
+	defer done()
 	if size <= s.sharedRecord {
 		b.Type = gocql.UnloggedBatch
 		b.Entries = append(b.Entries, rec)
+		b.SetConsistency(s.feedWrite)
 		if err := s.session.ExecuteBatch(b.WithContext(rctx)); err != nil {
 			return recordFailed(err)
 		}
@@ -226,9 +231,9 @@ func (s *Store) write(ctx context.Context, b *gocql.Batch, l store.List, writes 
 	}
 	recorded := make(chan error, 1)
 	go func() {
-		recorded <- s.session.Query(rec.Stmt, rec.Args...).WithContext(rctx).Consistency(s.cfg.WriteConsistency).Idempotent(true).Exec()
+		recorded <- s.session.Query(rec.Stmt, rec.Args...).WithContext(rctx).Consistency(s.feedWrite).Idempotent(true).Exec()
 	}()
-	err := s.session.ExecuteBatch(b)
+	err = s.session.ExecuteBatch(b)
 	rerr := <-recorded
 	if err != nil {
 		return classify("adding list items", err)

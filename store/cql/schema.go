@@ -130,6 +130,25 @@ Tune: compaction (time windows suit rows that only expire), the window's
 size, gc_grace_seconds (no row is ever deleted, so no tombstone needs
 repair to spread), default_time_to_live (a safeguard: every write sends
 the feed's retention as its TTL), caching.`,
+	}, {
+		// Each gateway that records adds: its closed time (every record it
+		// stamped before it is written) and its lease's end, in ticks of
+		// the records' time UUIDs; readers settle at the lowest of the
+		// leases that have not ended.
+		CQL: `CREATE TABLE IF NOT EXISTS ` + ks + `.list_change_writers (
+  feed    INT,
+  writer  UUID,
+  closed  BIGINT,
+  expires BIGINT,
+  PRIMARY KEY ((feed), writer)
+) WITH default_time_to_live = 60
+  AND gc_grace_seconds = 60`,
+		Note: `The gateways that write the change feed: a row each, renewed five times a
+second while it records adds, read by each gateway with subscriptions at
+every poll of the feed. One partition, a few rows.
+Keep: the columns, their names and types, and the primary key.
+Tune: gc_grace_seconds (a row that comes back after its deletion names a
+lease long ended, which readers pass over), caching.`,
 	}}, nil
 }
 
@@ -239,7 +258,7 @@ func (s *Store) Ready(ctx context.Context) error {
 	if err := iter.Close(); err != nil {
 		return classify("checking the schema", err)
 	}
-	for _, t := range []string{"list_items", "list_features", "list_changes"} {
+	for _, t := range []string{"list_items", "list_features", "list_changes", "list_change_writers"} {
 		if !tables[t] {
 			return fmt.Errorf("table %s.%s is missing: run with --migrate", s.cfg.Keyspace, t)
 		}
