@@ -469,4 +469,3 @@ func (s *Store) fetchPart(ctx context.Context, bucket int64, shard int, ids []go
 	}
 	return out, nil
 }
-
