@@ -514,3 +514,34 @@ func TestSubscriptionsNeedALiveFeature(t *testing.T) {
 		m.await(0, "listgate.subscriptions.active")
 	})
 }
+
+// A feature made not live and live again before the gateway's next check
+// (a second here; across gateways, the catalog's refresh) loses the adds
+// made in between, which were not recorded: its subscriptions end with
+// POSITION_EXPIRED, saying so, rather than go on past the gap. The add
+// made while it was not live is never delivered.
+func TestLiveAgainEndsSubscriptions(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s store.Store) {
+		m, metered := withMeters(t)
+		g, srv := subscriptionGateway(t, s, metered)
+		g.ok(`mutation { createListFeature(input: {entityType: "$type", name: "toggled", valueType: STRING, ttlSeconds: 3600, live: true}) { live } }`, nil, nil)
+		c, _, err := dial(t, srv.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.init("")
+		c.subscribe("t", fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u1", feature: "toggled") { value } }`, g.entityType))
+		m.await(1, "listgate.subscriptions.active")
+		g.add("u1", "toggled", item{"before", ""})
+		if id, v, _ := c.item(); id != "t" || v != "before" {
+			t.Fatalf("got %s of %s, want before of t", v, id)
+		}
+		g.ok(`mutation { setListFeatureLive(entityType: "$type", name: "toggled", live: false) { live } }`, nil, nil)
+		g.add("u1", "toggled", item{"unrecorded", ""})
+		g.ok(`mutation { setListFeatureLive(entityType: "$type", name: "toggled", live: true) { live } }`, nil, nil)
+		if f := c.failure("t"); !strings.Contains(f, "POSITION_EXPIRED") || !strings.Contains(f, "not live and live again") {
+			t.Fatalf("a subscription to a feature made not live and live again: %s", f)
+		}
+		m.await(0, "listgate.subscriptions.active")
+	})
+}

@@ -204,7 +204,7 @@ func (s *Service) Watch(ctx context.Context, q WatchQuery) (*Watch, error) {
 	if err := store.CheckLiveSince(f, s.now(), s.catalog.RecreateWait()); err != nil {
 		return nil, err
 	}
-	if start.After != nil && !f.LiveSince.IsZero() {
+	if start.After != nil {
 		// A position of a record the feed no longer keeps is refused below,
 		// by the hub.
 		if at, ok := s.store.PositionTime(*start.After); ok {
@@ -254,6 +254,10 @@ func (s *Service) current(l store.List) error {
 	}
 	if !now.Live {
 		return fmt.Errorf("%w feature %s: it was made not live since the subscription began, so its adds are no longer recorded; make it live again (setListFeatureLive), then read the list and subscribe without a position", errkind.Invalid, f.Key())
+	}
+	if !now.LiveSince.Equal(f.LiveSince) {
+		return store.PositionExpired(fmt.Sprintf("feature %s was made not live and live again (at %s) since the subscription began, and the adds made while it was not live were not recorded",
+			f.Key(), now.LiveSince.UTC().Format(time.RFC3339Nano)))
 	}
 	return nil
 }

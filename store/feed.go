@@ -143,10 +143,15 @@ type Follower interface {
 }
 
 // CheckResume says whether a subscription to f may resume after a
-// position recorded at `at`: not from before f was last made live and
-// every gateway had seen it (wait after LiveSince), since the adds of
-// that time were not all recorded.
+// position recorded at `at`: not from before f was created (the records
+// of that time are of the feature deleted since), nor from before f was
+// last made live and every gateway had seen it (wait after LiveSince),
+// since the adds of that time were not all recorded.
 func CheckResume(f *Feature, at time.Time, wait time.Duration) error {
+	if at.Before(f.CreatedAt) {
+		return PositionExpired(fmt.Sprintf("feature %s was created at %s, after this position: the adds before were to the feature deleted since", f.Key(),
+			f.CreatedAt.UTC().Format(time.RFC3339Nano)))
+	}
 	if f.LiveSince.IsZero() || !at.Before(f.LiveSince.Add(wait)) {
 		return nil
 	}

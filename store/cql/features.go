@@ -27,7 +27,9 @@ func (s *Store) CreateFeature(ctx context.Context, f store.Feature) (store.Featu
 	if err := f.Validate(now, s.cap); err != nil {
 		return store.Feature{}, err
 	}
-	f.CreatedAt = now.Truncate(time.Millisecond).UTC()
+	// By the cluster's clock, as the change feed's records are stamped:
+	// a position is told to be of before the feature (store.CheckResume).
+	f.CreatedAt = s.clock.Now().Truncate(time.Millisecond).UTC()
 	f.ItemsSince, f.LiveSince = 0, time.Time{}
 	ttl := int(f.TTL / time.Second)
 	existing := map[string]any{}
@@ -168,7 +170,7 @@ func (s *Store) SetFeatureLive(ctx context.Context, entityType, name, version st
 	f.Live, f.LiveSince = live, time.Time{}
 	var since any
 	if live {
-		f.LiveSince = s.now().Truncate(time.Millisecond).UTC()
+		f.LiveSince = s.clock.Now().Truncate(time.Millisecond).UTC() // as the feed's records are stamped
 		since = f.LiveSince
 	}
 	applied, err := s.session.Query(s.stmt.setFeatureLive, live, since, entityType, name, version, f.CreatedAt).
