@@ -165,8 +165,8 @@ func TestPrintedSchemaServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	printed := splitCQL(out)
-	if len(printed) != 4 {
-		t.Fatalf("listgate schema printed %d statements, want the keyspace and three tables:\n%s", len(printed), out)
+	if len(printed) != 5 {
+		t.Fatalf("listgate schema printed %d statements, want the keyspace and four tables:\n%s", len(printed), out)
 	}
 
 	session := freshKeyspace(t, hosts, ks)

@@ -495,7 +495,10 @@ type Subscription {
   A client that falls behind by --subscription-buffer-bytes for
   --subscription-slow-timeout is ended with TOO_SLOW, whose
   extensions.position is where to resume; a deleted or re-created feature
-  ends it with NOT_FOUND.
+  ends it with NOT_FOUND, and one made not live and live again with
+  POSITION_EXPIRED. On a cluster whose node clocks are further apart than
+  --max-clock-offset, a subscription is refused with CLOCK_SKEW: subscribe
+  again later.
   """
   listItemsAdded(entityType: String!, entityId: ID!, feature: String!, version: String = "", since: Time, after: String): ListItem! @scope(requires: "lists:read")
 }

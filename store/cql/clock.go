@@ -94,13 +94,11 @@ func (s sample) bounds(now int64) (lo, hi int64) {
 
 // estimate is a measure of the cluster's clock.
 type estimate struct {
-	at        int64 // ns since base, when made
-	offset    int64 // the cluster's time minus this gateway's, ns
-	half      int64 // the uncertainty at `at`, ns
-	nodes     int   // nodes whose samples count
-	ring      int   // nodes in the ring
-	stepped   int   // nodes whose clock stepped at the last measure
-	measuredN int   // nodes that answered at the last measure
+	at     int64 // ns since base, when made
+	offset int64 // the cluster's time minus this gateway's, ns
+	half   int64 // the uncertainty at `at`, ns
+	nodes  int   // nodes whose samples count
+	ring   int   // nodes in the ring
 }
 
 // since is the time elapsed since base, ns.
@@ -236,7 +234,7 @@ func (c *clock) update(ids []string, fresh map[string]sample) {
 			delete(c.samples, id) // left the ring
 		}
 	}
-	e := estimate{at: now, ring: len(ids), measuredN: len(fresh)}
+	e := estimate{at: now, ring: len(ids)}
 	lo, hi := int64(0), int64(0)
 	for _, id := range ids {
 		kept := c.samples[id]
@@ -256,7 +254,6 @@ func (c *clock) update(ids []string, fresh map[string]sample) {
 			// bound it.
 			kept = kept[len(kept)-1:]
 			nlo, nhi = kept[0].bounds(now)
-			e.stepped++
 		}
 		c.samples[id] = kept
 		if e.nodes == 0 || nlo < lo {
@@ -309,7 +306,7 @@ func (s *Store) runClock(ctx context.Context) {
 }
 
 // observeClock exports the measure: listgate_clock_offset_seconds,
-// listgate_clock_uncertainty_seconds, listgate_clock_nodes.
+// _uncertainty_seconds, _max_offset_seconds, _nodes and _usable.
 func (s *Store) observeClock(meter metric.Meter) error {
 	offset, err := meter.Float64ObservableGauge("listgate.clock.offset", metric.WithUnit("s"),
 		metric.WithDescription("The cluster's clock minus this gateway's, as measured from every node's now(): the skew the change feed corrects."))
@@ -331,17 +328,23 @@ func (s *Store) observeClock(meter metric.Meter) error {
 	if err != nil {
 		return err
 	}
+	usable, err := meter.Int64ObservableGauge("listgate.clock.usable",
+		metric.WithDescription("1 while this gateway's measure of the cluster's clock covers a majority of the nodes, within --max-clock-offset, else 0: it then refuses new subscriptions (CLOCK_SKEW)."))
+	if err != nil {
+		return err
+	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveFloat64(maxOffset, s.clock.maxOffset.Seconds())
+		u, ok := s.clock.Uncertainty()
+		o.ObserveInt64(usable, int64(b2i(ok)))
 		e := s.clock.est.Load()
 		if e == nil {
 			return nil
 		}
-		u, _ := s.clock.Uncertainty()
 		o.ObserveFloat64(offset, time.Duration(e.offset).Seconds())
 		o.ObserveFloat64(uncertainty, u.Seconds())
-		o.ObserveFloat64(maxOffset, s.clock.maxOffset.Seconds())
 		o.ObserveInt64(nodes, int64(e.nodes))
 		return nil
-	}, offset, uncertainty, maxOffset, nodes)
+	}, offset, uncertainty, maxOffset, nodes, usable)
 	return err
 }

@@ -267,6 +267,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 		session.Close()
 		return nil, err
 	}
+	s.lateRecords.Add(ctx, 0) // a series from the start, for the alert's rate
 	if err := s.observeClock(meter); err != nil {
 		session.Close()
 		return nil, err
