@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/internal/testenv"
 )
 
@@ -141,5 +142,21 @@ func TestUnsafeStartsAreRefused(t *testing.T) {
 		})
 	}
 	g := startGateway(t, "LISTGATE_LISTEN=0.0.0.0:0", "LISTGATE_DEV_ALLOW_REMOTE=true")
+	g.mustOK(`{ listFeatures { key } }`, nil)
+}
+
+// A gateway whose consistency levels would let a reader of the change
+// feed pass a record it cannot read yet (ONE and ONE on three replicas)
+// refuses to start, naming both flags; the default levels on the same
+// keyspace start.
+func TestNonOverlappingConsistencyIsRefused(t *testing.T) {
+	bin := builtBinary(t)
+	env := []string{"LISTGATE_CQL_HOSTS=" + strings.Join(cqltest.Hosts(t), ","), "LISTGATE_CQL_KEYSPACE=three_replicas", "LISTGATE_MIGRATE=true",
+		"LISTGATE_CQL_REPLICATION={'class': 'SimpleStrategy', 'replication_factor': 3}", "LISTGATE_LISTEN=127.0.0.1:0"}
+	_, errOut, code := runCommand(t, bin, append(env, "LISTGATE_CQL_READ_CONSISTENCY=ONE", "LISTGATE_CQL_WRITE_CONSISTENCY=ONE"))
+	if code != 1 || !strings.Contains(errOut, "--cql-read-consistency ONE and --cql-write-consistency ONE") || !strings.Contains(errOut, "3 replicas") {
+		t.Fatalf("ONE and ONE on 3 replicas: exited %d, wrote %q; want 1, naming both flags", code, errOut)
+	}
+	g := startGateway(t, append(env, "LISTGATE_CQL_READ_CONSISTENCY=ONE", "LISTGATE_CQL_WRITE_CONSISTENCY=ALL")...)
 	g.mustOK(`{ listFeatures { key } }`, nil)
 }

@@ -20,9 +20,9 @@ import (
 // table late (listgate_change_feed_late_records_total).
 
 const (
-	// auditAfter is how long after its read a span is counted again;
-	// auditSpans bounds the spans waiting, and auditPerRead those counted
-	// again at each read.
+	// auditAfter is how long after its read a span is counted again (the
+	// store's own, which tests shorten); auditSpans bounds the spans
+	// waiting, and auditPerRead those counted again at each read.
 	auditAfter   = 10 * time.Second
 	auditSpans   = 1024
 	auditPerRead = 4
@@ -31,6 +31,7 @@ const (
 // lateAudit holds the spans read and not yet counted again. mu guards
 // spans; nothing is called under it.
 type lateAudit struct {
+	after time.Duration // auditAfter, set at Open
 	mu    sync.Mutex
 	spans []auditSpan // oldest first
 }
@@ -61,7 +62,7 @@ func (a *lateAudit) due(settled int64) []auditSpan {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := 0
-	for n < len(a.spans) && n < auditPerRead && a.spans[n].to <= settled-durationTicks(auditAfter) {
+	for n < len(a.spans) && n < auditPerRead && a.spans[n].to <= settled-durationTicks(a.after) {
 		n++
 	}
 	due := append([]auditSpan(nil), a.spans[:n]...)

@@ -250,6 +250,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	}
 	s.clock = newClock(time.Now, s.cfg.Feed.MaxClockOffset)
 	s.feedWrite = cfg.WriteConsistency
+	s.audit.after = auditAfter
 	if s.writer, err = newFeedWriter(); err != nil {
 		session.Close()
 		return nil, err

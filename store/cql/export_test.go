@@ -7,6 +7,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/keys"
 )
 
 // OpenTuned opens a store whose driver settings tune may change: tests use
@@ -52,4 +53,35 @@ func (s *Store) AddInOneBatch(ctx context.Context, l store.List, items []store.N
 	}
 	b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.stmt.insertChange, Args: []any{bucketOf(at), s.shardOf(c.List), s.writer.timeUUID(ticks(at)), c.List.Feature, l.Feature.CreatedAt, c.List.EntityID, keys, values, store.ChangeBytes(c), int(s.cfg.Feed.Retention / time.Second)}, Idempotent: true})
 	return s.session.ExecuteBatch(b)
+}
+
+// ShiftClock moves the store's measure of the cluster's clock by d, as a
+// new sample that moves the middle of the nodes' range would.
+func (s *Store) ShiftClock(d time.Duration) {
+	e := *s.clock.est.Load()
+	e.offset += int64(d)
+	s.clock.est.Store(&e)
+}
+
+// Settled is the feed's settled end, as a reader reads it now.
+func (s *Store) Settled(ctx context.Context) (time.Time, error) {
+	s.settledAt.Store(0) // not the one read last
+	t, err := s.settled(ctx)
+	return timeOf(t), err
+}
+
+// SetAuditAfter sets how long after its read a span is counted again.
+func (s *Store) SetAuditAfter(d time.Duration) { s.audit.after = d }
+
+// RecordAt is a record of one item at the time at, as a gateway would
+// write it, with a random node.
+func (s *Store) RecordAt(l store.List, at time.Time, value string) (stmt string, args []any) {
+	w, err := newFeedWriter()
+	if err != nil {
+		panic(err)
+	}
+	tick := ticks(at)
+	key := keys.ItemKey(at.UnixNano(), []byte(value))
+	return s.stmt.insertChange, []any{bucketOf(timeOf(tick)), s.shardOf(l.ID()), w.timeUUID(tick), l.Feature.Key(), l.Feature.CreatedAt, l.EntityID,
+		[]string{key}, [][]byte{[]byte(value)}, len(key) + len(value) + store.ItemOverhead, int(s.cfg.Feed.Retention / time.Second)}
 }
