@@ -41,7 +41,7 @@ func TestResumeAcrossGateways(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	vars := listVars(entityType, "u1")
-	const within = time.Minute // an add is delivered about --change-feed-window after it
+	const within = time.Minute // an add is delivered within a second of it on a cluster; a loaded machine may take longer
 
 	away := subscribeFeed(t, ctx, a.base, vars)
 	allAlong := subscribeFeed(t, ctx, b.base, vars)

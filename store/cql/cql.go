@@ -258,7 +258,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	s.tracer = cfg.TracerProvider.Tracer("github.com/listgate/listgate/store/cql")
 	meter := cfg.MeterProvider.Meter("github.com/listgate/listgate/store/cql")
 	if s.feedLag, err = meter.Float64Histogram("listgate.change_feed.lag", metric.WithUnit("s"),
-		metric.WithDescription("How long after its time a change record was read: the settle delay (--change-feed-window), and how far this gateway's reads of the feed trail it."),
+		metric.WithDescription("How long after its time a change record was read: once every gateway's lease says it is written, with the clock's margin, and how far this gateway's reads of the feed trail it."),
 		metric.WithExplicitBucketBoundaries(0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30)); err != nil {
 		session.Close()
 		return nil, err

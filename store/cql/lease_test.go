@@ -66,7 +66,7 @@ func readAll(t *testing.T, s *cql.Store, l store.List, after store.Position, wit
 
 // A gateway whose record is slow to be written holds readers back until
 // it is written, and its add is delivered: the record, written 3 s after
-// its time (later than any fixed window of old), is read. Readers pass a
+// its time, is read. Readers pass a
 // lease only once it has ended, with the clock's margin.
 func TestSlowRecordHoldsReadersBack(t *testing.T) {
 	cfg := cqltest.Config(t)
