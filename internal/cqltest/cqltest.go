@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -99,9 +100,10 @@ func Open(t testing.TB, cfg cql.Config) *cql.Store {
 // start: the project's scripts/cassandra runs it on its own loopback
 // address, with its data kept across restarts.
 type Node struct {
-	t    testing.TB
-	Addr string
-	env  []string
+	t       testing.TB
+	Addr    string
+	program string // scripts/cassandra, by its path
+	env     []string
 }
 
 // StartNode starts a fresh node on addr (127.0.0.2, say) and stops and
@@ -119,8 +121,8 @@ func StartNode(t testing.TB, addr string, env ...string) *Node {
 func NewNode(t testing.TB, addr string, env ...string) *Node {
 	t.Helper()
 	testenv.Program(t, "java", "a JDK 17 on PATH, which scripts/cassandra runs Cassandra nodes with")
-	testenv.Program(t, filepath.Join(repoRoot(t), "scripts", "cassandra"), "the script that runs Cassandra nodes for tests")
-	n := &Node{t: t, Addr: addr, env: append([]string{
+	program := testenv.Program(t, filepath.Join(repoRoot(t), "scripts", "cassandra"), "the script that runs Cassandra nodes for tests")
+	n := &Node{t: t, Addr: addr, program: program, env: append([]string{
 		"CASSANDRA_CLUSTER=listgate-" + strings.ReplaceAll(addr, ".", "-"),
 		"CASSANDRA_UNSAFE_SYSTEM=false",  // the schema must survive Kill
 		"CASSANDRA_COMMITLOG_SYNC=batch", // and so must every acknowledged write
@@ -170,13 +172,35 @@ func (n *Node) Stop() { n.t.Helper(); n.script("stop") }
 // Kill kills the node at once, as a crash would; acknowledged writes stay.
 func (n *Node) Kill() { n.t.Helper(); n.script("kill") }
 
-func (n *Node) script(cmd string) {
+// PID is the process id of the running node.
+func (n *Node) PID() int {
 	n.t.Helper()
-	c := exec.Command(filepath.Join(repoRoot(n.t), "scripts", "cassandra"), cmd, n.Addr)
-	c.Env = append(os.Environ(), n.env...)
-	if out, err := c.CombinedOutput(); err != nil {
-		n.t.Fatalf("scripts/cassandra %s %s: %v\n%s", cmd, n.Addr, err, out)
+	out := n.script("pid")
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		n.t.Fatalf("scripts/cassandra pid %s: %q", n.Addr, out)
 	}
+	return pid
+}
+
+func (n *Node) script(cmd string) []byte {
+	n.t.Helper()
+	out, err := n.run(cmd)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return out
+}
+
+// run runs scripts/cassandra cmd on the node; unlike script, from any goroutine.
+func (n *Node) run(cmd string) ([]byte, error) {
+	c := exec.Command(n.program, cmd, n.Addr)
+	c.Env = append(os.Environ(), n.env...)
+	out, err := c.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("scripts/cassandra %s %s: %w\n%s", cmd, n.Addr, err, out)
+	}
+	return out, nil
 }
 
 func repoRoot(t testing.TB) string {
