@@ -271,6 +271,7 @@ type list struct {
 	ready   bool
 	base    uint64  // the sequence number of items[0]
 	items   []entry // oldest first
+	dead    int     // dropped entries before items in its array, cleared
 	bytes   int64   // of items
 	cumBase int64   // bytes of the items dropped before items[0]
 	subs    map[*Subscription]struct{}
@@ -563,6 +564,9 @@ func (h *Hub) cover(r uint64) {
 func (h *Hub) push(w *list, e entry) {
 	b := entryBytes(e.Item)
 	e.cum = w.cumBefore(w.end()) + b
+	if len(w.items) == cap(w.items) {
+		w.dead = 0 // append moves the live entries to a new array
+	}
 	w.items = append(w.items, e)
 	w.bytes += b
 	h.total += b
@@ -627,7 +631,17 @@ func furthestBehind(w *list) *Subscription {
 	return slowest
 }
 
-// trim drops the items every subscription of w has read.
+// deadSlack is how many dropped entries a list's array may hold before
+// its live ones are moved to an array of their own, whatever their number.
+const deadSlack = 64
+
+// trim drops the items every subscription of w has read. It costs what it
+// drops, not what is kept: the entries dropped are cleared, so that the
+// array keeps none of their values, and items moves past them; append
+// copies only the live ones when it grows. Once the array holds more
+// dropped entries than live ones (and more than deadSlack), the live ones
+// are moved, so that a list whose slowest reader stalls does not keep a
+// burst's array: a copy of fewer entries than were dropped since the last.
 func (h *Hub) trim(w *list) {
 	low := w.end()
 	for s := range w.subs {
@@ -639,7 +653,11 @@ func (h *Hub) trim(w *list) {
 	}
 	freed := w.items[n-1].cum - w.cumBase
 	w.cumBase = w.items[n-1].cum
-	w.items = append(w.items[:0:0], w.items[n:]...)
+	clear(w.items[:n])
+	w.items = w.items[n:]
+	if w.dead += n; w.dead > max(len(w.items), deadSlack) {
+		w.items, w.dead = append([]entry(nil), w.items...), 0
+	}
 	w.base = low
 	w.bytes -= freed
 	h.total -= freed
@@ -648,7 +666,7 @@ func (h *Hub) trim(w *list) {
 // unwatch forgets a list that has no subscription left, and its items.
 func (h *Hub) unwatch(w *list) {
 	h.total -= w.bytes
-	w.items, w.bytes = nil, 0
+	w.items, w.dead, w.bytes = nil, 0, 0
 	delete(h.lists, w.key)
 	h.watched.Add(context.Background(), -1)
 }
