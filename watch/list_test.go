@@ -1,9 +1,13 @@
 package watch
 
 import (
+	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
@@ -98,5 +102,64 @@ func TestTrimLetsGoOfABurst(t *testing.T) {
 	h.trim(w)
 	if len(w.items) != 0 || w.bytes != 0 || h.total != 0 {
 		t.Fatalf("%d items, %d bytes (%d in all) kept once every one was read", len(w.items), w.bytes, h.total)
+	}
+}
+
+// Subscriptions join a list, read and end in a random order while items
+// come: the list keeps exactly the items its slowest subscription has not
+// read, its base is where that one reads next, and atBase counts the
+// subscriptions there.
+func TestListKeepsOnlyUnread(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, seed))
+		h := &Hub{cfg: Config{MaxLists: 1}, lists: map[store.ListID]*list{}}
+		if err := h.instrument(metricnoop.NewMeterProvider().Meter("")); err != nil {
+			t.Fatal(err)
+		}
+		var subs []*Subscription
+		for step := range 2000 {
+			switch r := rng.IntN(10); {
+			case r < 2 || len(subs) == 0:
+				s := &Subscription{hub: h, notify: make(chan struct{}, 1), done: make(chan struct{})}
+				if err := h.join(context.Background(), s, store.List{Feature: &store.Feature{}, EntityID: "e"}, store.Position{}); err != nil {
+					t.Fatal(err)
+				}
+				subs = append(subs, s)
+			case r < 4:
+				h.push(subs[0].list, testEntry())
+			case r < 5:
+				i := rng.IntN(len(subs))
+				h.end(subs[i], nil, nil)
+				subs = append(subs[:i], subs[i+1:]...)
+			default:
+				if s := subs[rng.IntN(len(subs))]; s.next < s.list.end() {
+					h.read(s)
+				}
+			}
+			if len(subs) == 0 {
+				if len(h.lists) != 0 || h.total != 0 {
+					t.Fatalf("seed %d, step %d: %d lists and %d bytes kept with no subscription", seed, step, len(h.lists), h.total)
+				}
+				continue
+			}
+			w := subs[0].list
+			low, at := w.end(), 0
+			for _, s := range subs {
+				if s.next < low {
+					low, at = s.next, 0
+				}
+				if s.next == low {
+					at++
+				}
+			}
+			var bytes int64
+			for _, e := range w.items {
+				bytes += entryBytes(e.Item)
+			}
+			if w.base != low || w.atBase != at || w.bytes != bytes || h.total != bytes || w.cumBefore(w.end())-w.cumBase != bytes {
+				t.Fatalf("seed %d, step %d: base %d (atBase %d), %d bytes (%d in all); want base %d (%d there), %d bytes",
+					seed, step, w.base, w.atBase, w.bytes, h.total, low, at, bytes)
+			}
+		}
 	}
 }

@@ -258,8 +258,13 @@ func reason(r string) metric.AddOption {
 	return metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
 }
 
-// list is a watched list: the items added since its slowest subscription
+// list is a watched list: the items its slowest subscription has not
 // read, and its subscriptions. Guarded by Hub.mu.
+//
+// An item is dropped as soon as every subscription has read it, so that
+// the bounds count only what some subscription has not: base is the next
+// of the slowest subscriptions, and atBase how many they are; once none
+// is left there, trim finds the new slowest.
 type list struct {
 	key store.ListID
 	l   store.List
@@ -270,6 +275,7 @@ type list struct {
 	born    uint64
 	ready   bool
 	base    uint64  // the sequence number of items[0]
+	atBase  int     // the subscriptions whose next is base
 	items   []entry // oldest first
 	dead    int     // dropped entries before items in its array, cleared
 	bytes   int64   // of items
@@ -415,6 +421,9 @@ func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head stor
 		h.watched.Add(ctx, 1)
 	}
 	s.list, s.next = w, w.end()
+	if s.next == w.base {
+		w.atBase++
+	}
 	if w.ready {
 		// Records after the cursor reach the buffer after s.next.
 		s.joined, s.knownAt = h.cursor, true
@@ -573,8 +582,8 @@ func (h *Hub) push(w *list, e entry) {
 }
 
 // enforce ends the subscriptions of w too far behind for too long, and,
-// past the list's bound, those furthest behind; then drops what every
-// subscription has read.
+// past the list's bound, those furthest behind. The list holds no item
+// every subscription has read (read drops them): its bytes are unread.
 func (h *Hub) enforce(w *list, now time.Time) {
 	for s := range w.subs {
 		if s.held > 0 && now.Sub(s.asked) > h.cfg.SlowAfter {
@@ -593,9 +602,6 @@ func (h *Hub) enforce(w *list, now time.Time) {
 	}
 	for w.bytes > h.cfg.ListBytes && len(w.subs) > 0 {
 		h.end(furthestBehind(w), ErrTooSlow, endedTooSlow)
-	}
-	if len(w.subs) > 0 {
-		h.trim(w)
 	}
 }
 
@@ -643,10 +649,16 @@ const deadSlack = 64
 // are moved, so that a list whose slowest reader stalls does not keep a
 // burst's array: a copy of fewer entries than were dropped since the last.
 func (h *Hub) trim(w *list) {
-	low := w.end()
+	low, at := w.end(), 0
 	for s := range w.subs {
-		low = min(low, s.next)
+		switch {
+		case s.next < low:
+			low, at = s.next, 1
+		case s.next == low:
+			at++
+		}
 	}
+	w.atBase = at
 	n := int(low - w.base)
 	if n == 0 {
 		return
@@ -661,6 +673,27 @@ func (h *Hub) trim(w *list) {
 	w.base = low
 	w.bytes -= freed
 	h.total -= freed
+	h.buffered.Store(h.total)
+}
+
+// read moves s past the next item of its list; once no subscription is
+// left at the list's base, what every one has read is dropped. h.mu is
+// held.
+func (h *Hub) read(s *Subscription) {
+	w := s.list
+	wasAtBase := s.next == w.base
+	s.next++
+	if wasAtBase {
+		h.leftBase(w)
+	}
+}
+
+// leftBase tells that one of the subscriptions at w's base has read on or
+// ended. h.mu is held.
+func (h *Hub) leftBase(w *list) {
+	if w.atBase--; w.atBase == 0 {
+		h.trim(w)
+	}
 }
 
 // unwatch forgets a list that has no subscription left, and its items.
@@ -704,8 +737,8 @@ func (h *Hub) end(s *Subscription, err error, why metric.AddOption) {
 	h.active.Add(context.Background(), -1)
 	if len(w.subs) == 0 {
 		h.unwatch(w)
-	} else {
-		h.trim(w)
+	} else if s.next == w.base {
+		h.leftBase(w)
 	}
 	h.buffered.Store(h.total)
 }
@@ -812,7 +845,7 @@ func (s *Subscription) nextLive(ctx context.Context) (Delivery, error) {
 		w := s.list
 		for s.next < w.end() {
 			e := w.items[s.next-w.base]
-			s.next++
+			h.read(s)
 			if !s.start.Before(e.at.Record, int(e.at.Item)) {
 				continue // read before it started
 			}
