@@ -127,9 +127,15 @@ type Hub struct {
 	// on is left out of it, and its coverage is known when it ends.
 	reading bool
 	closed  bool
-	// letGo are catch-up bytes let go of, given back to the pool once mu
-	// is unlocked (unlock).
-	letGo []letGo
+	// waiting cancels follow's wait for the feed past the cursor of the
+	// run it reads (calling it once that wait has ended does nothing).
+	waiting context.CancelFunc
+	// What was decided under mu is done once it is unlocked (unlock): the
+	// catch-up bytes let go of are given back to the pool, and a wait for
+	// the feed made moot by a new run is cancelled (its records may come
+	// before the position waited for).
+	letGo      []letGo
+	cancelWait context.CancelFunc
 
 	// Read by the metrics' callbacks, which take no lock of the hub's.
 	buffered atomic.Int64 // total, as last set
@@ -411,6 +417,7 @@ func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head stor
 		if len(h.lists) == 0 {
 			h.run++
 			h.cursor = head
+			h.cancelWait, h.waiting = h.waiting, nil
 			select {
 			case h.wake <- struct{}{}:
 			default:
@@ -475,9 +482,12 @@ func (h *Hub) follow() {
 		}
 		changes, reached, err := h.cfg.Store.ReadFeed(ctx, at, h.watchedBefore(r), readBytes)
 		if err != nil {
-			h.take(r, run, nil, at) // nothing read: the cursor stays
+			current := h.take(r, run, nil, at) // nothing read: the cursor stays
 			if ctx.Err() != nil {
 				return
+			}
+			if !current {
+				continue // the new run is read from its start, at once
 			}
 			if time.Since(failing) > time.Minute {
 				failing = time.Now()
@@ -488,15 +498,36 @@ func (h *Hub) follow() {
 			}
 			continue
 		}
-		h.take(r, run, changes, reached)
+		current := h.take(r, run, changes, reached)
 		h.records.Add(ctx, int64(len(changes)))
+		if !current {
+			continue // a read of an earlier run: the new one is read from its start, at once
+		}
 		if n := len(changes); n > 0 && reached.Record == changes[n-1].Record {
 			continue // stopped at its bound: more to read
 		}
-		if err := h.cfg.Store.WaitFeed(ctx, reached); err != nil && ctx.Err() != nil {
+		wait, stop := h.waitContext(ctx, run)
+		err = h.cfg.Store.WaitFeed(wait, reached)
+		stop()
+		if err != nil && ctx.Err() != nil {
 			return
 		}
 	}
+}
+
+// waitContext is the context of a wait for the feed past the cursor of
+// the run: a new run, whose records may come before the position waited
+// for, cancels it (join).
+func (h *Hub) waitContext(ctx context.Context, run uint64) (context.Context, context.CancelFunc) {
+	wait, stop := context.WithCancel(ctx)
+	h.mu.Lock()
+	if run == h.run {
+		h.waiting = stop
+	} else {
+		stop() // it began while the read ended
+	}
+	h.unlock()
+	return wait, stop
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -513,14 +544,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // take ends the read r: it puts the records read into their lists,
 // unless the hub stopped watching since the read began, and enforces the
 // bounds; the lists first watched during the read are covered from where
-// the next read begins.
-func (h *Hub) take(r, run uint64, changes []store.Change, reached store.Position) {
+// the next read begins. It returns false for a read of an earlier run:
+// what it reached says nothing of the run begun since.
+func (h *Hub) take(r, run uint64, changes []store.Change, reached store.Position) bool {
 	h.mu.Lock()
 	defer h.unlock()
 	h.reading = false
 	defer h.cover(r)
 	if run != h.run {
-		return
+		return false
 	}
 	h.cursor = reached
 	now := time.Now()
@@ -546,6 +578,7 @@ func (h *Hub) take(r, run uint64, changes []store.Change, reached store.Position
 	}
 	h.enforceTotal()
 	h.buffered.Store(h.total)
+	return true
 }
 
 // cover sets the coverage of the lists first watched during the read r,
@@ -1054,13 +1087,17 @@ type letGo struct {
 	keep int64
 }
 
-// unlock unlocks h.mu, then gives back to the pool the catch-up bytes let
-// go of under it: the pool is another package's, called with no lock of
-// the hub's held.
+// unlock unlocks h.mu, then does what was decided under it: it cancels a
+// wait for the feed, and gives back to the pool the catch-up bytes let go
+// of. Neither is called with a lock of the hub's held: a context's cancel
+// runs what waits on it, and the pool is another package's.
 func (h *Hub) unlock() {
-	letGo := h.letGo
-	h.letGo = nil
+	letGo, cancelWait := h.letGo, h.cancelWait
+	h.letGo, h.cancelWait = nil, nil
 	h.mu.Unlock()
+	if cancelWait != nil {
+		cancelWait()
+	}
 	for _, g := range letGo {
 		if g.keep == 0 {
 			g.hold.Release()

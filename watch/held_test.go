@@ -1,0 +1,165 @@
+package watch_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/watch"
+)
+
+// heldStore is a store whose feed calls a test holds at chosen points:
+// FeedHead once it has the head, ReadFeed before it reads, as their gates
+// say. It tells where the hub last waited for the feed (WaitFeed).
+type heldStore struct {
+	store.Store
+	feedHead, readFeed gate
+
+	mu          sync.Mutex
+	waitedAfter store.Position // of the last WaitFeed
+}
+
+func (s *heldStore) FeedHead(ctx context.Context) (store.Position, error) {
+	p, err := s.Store.FeedHead(ctx)
+	s.feedHead.pass()
+	return p, err
+}
+
+func (s *heldStore) ReadFeed(ctx context.Context, after store.Position, watched func(store.ListID) bool, maxBytes int) ([]store.Change, store.Position, error) {
+	s.readFeed.pass()
+	return s.Store.ReadFeed(ctx, after, watched, maxBytes)
+}
+
+func (s *heldStore) WaitFeed(ctx context.Context, after store.Position) error {
+	s.mu.Lock()
+	s.waitedAfter = after
+	s.mu.Unlock()
+	return s.Store.WaitFeed(ctx, after)
+}
+
+// waitsPast waits until the hub waits for the feed past the record of p.
+func (s *heldStore) waitsPast(t *testing.T, p store.Position) {
+	t.Helper()
+	whole := store.Position{Record: p.Record, Item: store.AllItems}
+	waitFor(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return !s.waitedAfter.Less(whole)
+	})
+}
+
+// gate holds a call, once armed: the next call through it says it came,
+// and waits until the test opens the gate.
+type gate struct {
+	mu    sync.Mutex
+	armed bool
+	came  chan struct{}
+	open  chan struct{}
+}
+
+// arm makes the gate hold the next call.
+func (g *gate) arm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.armed, g.came, g.open = true, make(chan struct{}), make(chan struct{})
+}
+
+func (g *gate) pass() {
+	g.mu.Lock()
+	armed, came, open := g.armed, g.came, g.open
+	g.armed = false
+	g.mu.Unlock()
+	if armed {
+		close(came)
+		<-open
+	}
+}
+
+// held waits until a call is held at the gate.
+func (g *gate) held(t *testing.T) {
+	t.Helper()
+	g.mu.Lock()
+	came := g.came
+	g.mu.Unlock()
+	select {
+	case <-came:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no call came to the gate")
+	}
+}
+
+// let lets the call held go on.
+func (g *gate) let() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.open)
+}
+
+// eachHeldBackend is eachBackend with the store held by the test.
+func eachHeldBackend(t *testing.T, cfg func(*watch.Config), test func(t *testing.T, e *env, held *heldStore)) {
+	for _, b := range backends(store.DefaultLimits) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			held := &heldStore{Store: b.open(t)}
+			test(t, newEnv(t, held, cfg), held)
+		})
+	}
+}
+
+// A client that reconnects subscribes again while its old subscription,
+// the last of the hub's, is still leaving: the new one starts at the
+// feed's head, then the hub reads past it for the old one, which then
+// leaves, and the new one joins, beginning a new run from its head. The
+// add between is delivered at once, whether the hub was then waiting for
+// the feed past it or reading it for the old run; not once another add
+// moves the feed.
+func TestNewRunIsReadAtOnce(t *testing.T) {
+	for _, when := range []string{"waiting", "reading"} {
+		t.Run(when, func(t *testing.T) {
+			eachHeldBackend(t, nil, func(t *testing.T, e *env, held *heldStore) {
+				ctx, leave := context.WithCancel(context.Background())
+				old := e.subscribe(ctx, e.list, nil)
+				held.feedHead.arm()
+				type subscribed struct {
+					sub *watch.Subscription
+					err error
+				}
+				again := make(chan subscribed, 1)
+				go func() {
+					sub, err := e.hub.Subscribe(context.Background(), e.list, watch.Start{})
+					again <- subscribed{sub, err}
+				}()
+				held.feedHead.held(t) // the new subscription starts here
+				if when == "reading" {
+					held.readFeed.arm()
+				}
+				e.add(e.list, time.Now(), "between")
+				if when == "waiting" {
+					_, at := receivePositions(t, old, 1, 20*time.Second)
+					held.waitsPast(t, at[0])
+				} else {
+					held.readFeed.held(t) // the old run's read of the add
+				}
+				leave()
+				select {
+				case <-old.Done():
+				case <-time.After(20 * time.Second):
+					t.Fatal("the old subscription did not leave")
+				}
+				held.feedHead.let() // the new one joins: a new run
+				s := <-again
+				if s.err != nil {
+					t.Fatal(s.err)
+				}
+				if when == "reading" {
+					held.readFeed.let()
+				}
+				if got := receive(t, s.sub, 1, 20*time.Second); got[0] != "between" {
+					t.Fatalf("got %q", got)
+				}
+			})
+		})
+	}
+}
