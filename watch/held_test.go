@@ -2,23 +2,59 @@ package watch_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/watch"
 )
 
 // heldStore is a store whose feed calls a test holds at chosen points:
 // FeedHead once it has the head, ReadFeed before it reads, as their gates
-// say. It tells where the hub last waited for the feed (WaitFeed).
+// say; a catch-up's reads (ListFeed, Since) first run its catchUp. It
+// tells where the hub last waited for the feed (WaitFeed).
 type heldStore struct {
 	store.Store
 	feedHead, readFeed gate
 
 	mu          sync.Mutex
 	waitedAfter store.Position // of the last WaitFeed
+	catchUp     func(ctx context.Context) error
+}
+
+// setCatchUp makes each read of a catch-up run f first, and fail with its
+// error.
+func (s *heldStore) setCatchUp(f func(ctx context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.catchUp = f
+}
+
+func (s *heldStore) beforeCatchUp(ctx context.Context) error {
+	s.mu.Lock()
+	f := s.catchUp
+	s.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f(ctx)
+}
+
+func (s *heldStore) ListFeed(ctx context.Context, l store.List, after, upTo store.Position, maxBytes int) ([]store.Change, store.Position, int, error) {
+	if err := s.beforeCatchUp(ctx); err != nil {
+		return nil, after, 0, err
+	}
+	return s.Store.ListFeed(ctx, l, after, upTo, maxBytes)
+}
+
+func (s *heldStore) Since(ctx context.Context, l store.List, since string, limit int) (store.SincePage, error) {
+	if err := s.beforeCatchUp(ctx); err != nil {
+		return store.SincePage{}, err
+	}
+	return s.Store.Since(ctx, l, since, limit)
 }
 
 func (s *heldStore) FeedHead(ctx context.Context) (store.Position, error) {
@@ -158,6 +194,85 @@ func TestNewRunIsReadAtOnce(t *testing.T) {
 				}
 				if got := receive(t, s.sub, 1, 20*time.Second); got[0] != "between" {
 					t.Fatalf("got %q", got)
+				}
+			})
+		})
+	}
+}
+
+// A catch-up whose store read takes longer than SlowAfter is not its
+// client's fault: the subscription is not ended TOO_SLOW, and gets its
+// items once the read ends. A read that takes longer than ReadTimeout ends
+// it UNAVAILABLE, naming where to resume; not TOO_SLOW either. So for a
+// catch-up by position (ListFeed) and by since (Since).
+func TestSlowStoreIsNotTheClients(t *testing.T) {
+	const slowAfter = 50 * time.Millisecond
+	for _, by := range []string{"after", "since"} {
+		// subscribe subscribes with a catch-up of three items, read by
+		// catchUp.
+		subscribe := func(t *testing.T, e *env, held *heldStore, catchUp func(sub *watch.Subscription) func(context.Context) error) (*watch.Subscription, store.Position) {
+			ctx := context.Background()
+			head, err := e.s.FeedHead(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []string{"a", "b", "c"} {
+				e.add(e.list, time.Now().Add(-time.Minute), v)
+			}
+			var sub *watch.Subscription
+			if by == "after" {
+				e.quiet(e.subscribe(ctx, e.list, nil)) // the feed has passed every add
+				sub = e.subscribeAfter(ctx, e.list, head)
+			} else {
+				since := time.Now().Add(-time.Hour)
+				sub = e.subscribe(ctx, e.list, &since)
+			}
+			held.setCatchUp(catchUp(sub))
+			return sub, head
+		}
+		t.Run(by+"/slower than SlowAfter", func(t *testing.T) {
+			eachHeldBackend(t, func(c *watch.Config) {
+				c.SlowAfter = slowAfter
+				c.ReadTimeout = time.Minute
+			}, func(t *testing.T, e *env, held *heldStore) {
+				sub, _ := subscribe(t, e, held, func(sub *watch.Subscription) func(context.Context) error {
+					return func(context.Context) error {
+						select {
+						case <-sub.Done(): // the hub ended it while the store read
+						case <-time.After(20 * slowAfter): // a slow store
+						}
+						return nil
+					}
+				})
+				if got := receive(t, sub, 3, 20*time.Second); got[0] != "a" || got[2] != "c" {
+					t.Fatalf("got %q", got)
+				}
+			})
+		})
+		t.Run(by+"/past ReadTimeout", func(t *testing.T) {
+			eachHeldBackend(t, func(c *watch.Config) {
+				c.SlowAfter = slowAfter
+				c.ReadTimeout = 4 * slowAfter
+			}, func(t *testing.T, e *env, held *heldStore) {
+				sub, head := subscribe(t, e, held, func(sub *watch.Subscription) func(context.Context) error {
+					return func(ctx context.Context) error {
+						select {
+						case <-ctx.Done():
+							return ctx.Err()
+						case <-sub.Done():
+							return errors.New("the hub ended the subscription while the store read")
+						}
+					}
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				_, err := sub.Next(ctx)
+				var end *watch.EndError
+				if !errors.Is(err, errkind.Unavailable) || errors.Is(err, errkind.TooSlow) || errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &end) {
+					t.Fatalf("a store read past ReadTimeout: %v; want UNAVAILABLE, naming where to resume", err)
+				}
+				if by == "after" && end.Position != head {
+					t.Fatalf("resume after %v, want %v, where it began", end.Position, head)
 				}
 			})
 		})

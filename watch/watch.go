@@ -71,6 +71,11 @@ type Config struct {
 	// not read from for SlowAfter.
 	SubscriptionBytes int64
 	SlowAfter         time.Duration
+	// ReadTimeout bounds a store read of one catch-up page: past it, the
+	// subscription is ended UNAVAILABLE, naming where to resume. SlowAfter
+	// runs only once the page is handed over: a slow store is not its
+	// client's fault.
+	ReadTimeout time.Duration
 	// ListBytes and TotalBytes bound the items kept for one list, and for
 	// every list: past them the subscriptions furthest behind are ended.
 	ListBytes, TotalBytes int64
@@ -87,7 +92,7 @@ type Config struct {
 
 // Defaults are the settings a zero field of Config takes.
 var Defaults = Config{MaxLists: 10_000, MaxCatchUp: 100_000, CatchUpBytes: 64 << 20, CatchUpPage: 100,
-	SubscriptionBytes: 8 << 20, SlowAfter: 10 * time.Second, ListBytes: 64 << 20, TotalBytes: 512 << 20, Tick: time.Second}
+	SubscriptionBytes: 8 << 20, SlowAfter: 10 * time.Second, ReadTimeout: 10 * time.Second, ListBytes: 64 << 20, TotalBytes: 512 << 20, Tick: time.Second}
 
 // ErrTooSlow is the kind of error that ends a subscription whose client
 // reads the items more slowly than they are added.
@@ -160,6 +165,9 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if cfg.SlowAfter <= 0 {
 		cfg.SlowAfter = d.SlowAfter
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = d.ReadTimeout
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = d.Tick
@@ -334,7 +342,10 @@ type Subscription struct {
 	over    time.Time      // when it fell more than SubscriptionBytes behind; zero if not
 	held    int64          // catch-up bytes held
 	taken   *pool.Hold     // held's bytes of the pool, while it holds some
-	asked   time.Time      // when Next was last called, while it holds catch-up bytes
+	// asked is, while it holds catch-up bytes, when its client was last
+	// handed its page or took from it; zero while the gateway reads the
+	// page from the store, which is not the client's time.
+	asked time.Time
 
 	// Its reader's: of the goroutine that calls Next and Sent, never the
 	// hub's.
@@ -619,7 +630,7 @@ func (h *Hub) push(w *list, e entry) {
 // every subscription has read (read drops them): its bytes are unread.
 func (h *Hub) enforce(w *list, now time.Time) {
 	for s := range w.subs {
-		if s.held > 0 && now.Sub(s.asked) > h.cfg.SlowAfter {
+		if s.held > 0 && !s.asked.IsZero() && now.Sub(s.asked) > h.cfg.SlowAfter {
 			// Its client does not read the catch-up page it holds.
 			h.end(s, ErrTooSlow, endedTooSlow)
 			continue
@@ -949,10 +960,15 @@ func (s *Subscription) nextCatchUp(ctx context.Context) (Delivery, bool, error) 
 		s.page = nil // let go of it at once: ending gave back its bytes
 		return Delivery{}, false, err
 	}
+	read := s.readFeed
 	if s.since != "" {
-		return Delivery{}, false, s.readSince(ctx)
+		read = s.readSince
 	}
-	return Delivery{}, false, s.readFeed(ctx)
+	if err := read(ctx); err != nil {
+		s.keep(nil) // no page: let go of the bytes held for it
+		return Delivery{}, false, err
+	}
+	return Delivery{}, false, nil
 }
 
 // hold takes a page's worst case of catch-up bytes, waiting for room in
@@ -971,7 +987,7 @@ func (s *Subscription) hold(ctx context.Context) error {
 	}
 	s.taken = hold
 	h.setHeld(s, h.pageNeed)
-	s.asked = time.Now()
+	s.asked = time.Time{} // the gateway reads the page: not the client's time
 	h.unlock()
 	return nil
 }
@@ -987,7 +1003,7 @@ func (s *Subscription) keep(page []Delivery) {
 	if bytes < s.held || len(page) == 0 {
 		h.setHeld(s, bytes)
 	}
-	s.asked = time.Now() // the client is slow from here on, not the store
+	s.asked = time.Now() // the client's time from here on
 	h.unlock()
 	s.page = page
 }
@@ -999,9 +1015,11 @@ func (s *Subscription) readSince(ctx context.Context) error {
 	if err := s.hold(ctx); err != nil {
 		return err
 	}
-	read, err := h.cfg.Store.Since(ctx, s.list.l, s.since, h.cfg.CatchUpPage)
+	rctx, cancel := context.WithTimeout(ctx, h.cfg.ReadTimeout)
+	read, err := h.cfg.Store.Since(rctx, s.list.l, s.since, h.cfg.CatchUpPage)
+	cancel()
 	if err != nil {
-		return err
+		return s.readFailed(ctx, rctx, err)
 	}
 	items := read.Items
 	s.since = read.Next
@@ -1026,9 +1044,11 @@ func (s *Subscription) readFeed(ctx context.Context) error {
 	if err := s.hold(ctx); err != nil {
 		return err
 	}
-	changes, reached, looked, err := h.cfg.Store.ListFeed(ctx, s.list.l, s.from, s.to, int(h.pageNeed))
+	rctx, cancel := context.WithTimeout(ctx, h.cfg.ReadTimeout)
+	changes, reached, looked, err := h.cfg.Store.ListFeed(rctx, s.list.l, s.from, s.to, int(h.pageNeed))
+	cancel()
 	if err != nil {
-		return err
+		return s.readFailed(ctx, rctx, err)
 	}
 	var page []Delivery
 	for _, c := range changes {
@@ -1050,6 +1070,18 @@ func (s *Subscription) readFeed(ctx context.Context) error {
 	}
 	s.keep(page)
 	return nil
+}
+
+// readFailed is the error of a catch-up's store read, made under read: one
+// that ran past ReadTimeout ends the subscription UNAVAILABLE, naming
+// where to resume (the store was slow, not the client). It wraps no
+// deadline error: that would say the operation's deadline passed.
+func (s *Subscription) readFailed(ctx, read context.Context, err error) error {
+	if ctx.Err() == nil && errors.Is(read.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: the list store did not give a catch-up page within %s (%v)", errkind.Unavailable, s.hub.cfg.ReadTimeout, err)
+		return &EndError{Err: err, Position: s.resume}
+	}
+	return err
 }
 
 // pay charges a page read to the caller's budget.
