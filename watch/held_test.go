@@ -15,13 +15,15 @@ import (
 // heldStore is a store whose feed calls a test holds at chosen points:
 // FeedHead once it has the head, ReadFeed before it reads, as their gates
 // say; a catch-up's reads (ListFeed, Since) first run its catchUp. It
-// tells where the hub last waited for the feed (WaitFeed).
+// tells when the hub waits for the feed past a position (WaitFeed).
 type heldStore struct {
 	store.Store
 	feedHead, readFeed gate
 
 	mu          sync.Mutex
 	waitedAfter store.Position // of the last WaitFeed
+	past        store.Position // a WaitFeed after it closes waited
+	waited      chan struct{}
 	catchUp     func(ctx context.Context) error
 }
 
@@ -71,19 +73,32 @@ func (s *heldStore) ReadFeed(ctx context.Context, after store.Position, watched 
 func (s *heldStore) WaitFeed(ctx context.Context, after store.Position) error {
 	s.mu.Lock()
 	s.waitedAfter = after
+	if s.waited != nil && !after.Less(s.past) {
+		close(s.waited)
+		s.waited = nil
+	}
 	s.mu.Unlock()
 	return s.Store.WaitFeed(ctx, after)
 }
 
-// waitsPast waits until the hub waits for the feed past the record of p.
+// waitsPast waits until the hub waits for the feed past the record of p,
+// or has last waited past it.
 func (s *heldStore) waitsPast(t *testing.T, p store.Position) {
 	t.Helper()
-	whole := store.Position{Record: p.Record, Item: store.AllItems}
-	waitFor(t, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return !s.waitedAfter.Less(whole)
-	})
+	s.mu.Lock()
+	waited := make(chan struct{})
+	s.past = store.Position{Record: p.Record, Item: store.AllItems}
+	if !s.waitedAfter.Less(s.past) {
+		close(waited)
+	} else {
+		s.waited = waited
+	}
+	s.mu.Unlock()
+	select {
+	case <-waited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the hub did not wait for the feed past the add")
+	}
 }
 
 // gate holds a call, once armed: the next call through it says it came,
