@@ -310,3 +310,33 @@ func TestSettingsThatCannotWork(t *testing.T) {
 		}
 	}
 }
+
+// The bounds count only the items a subscription has not read: with a
+// list's bound of one add (the least start-up accepts), a subscriber that
+// reads each add whole before the next is never ended, whatever the adds
+// to its list or to another; and what every subscription has read is let
+// go of as it is read, not at the next add or tick.
+func TestBoundsCountOnlyUnread(t *testing.T) {
+	eachBackendLimited(t, small, func(c *watch.Config) {
+		c.ListBytes = smallAdd
+		c.TotalBytes = 3 * smallAdd / 2 // one list's add, and half another's
+		c.SlowAfter = time.Hour         // only the bounds end subscriptions
+		c.Tick = time.Hour              // nor does a tick drop what was read
+	}, func(t *testing.T, e *env) {
+		a, b := e.list, store.List{Feature: e.list.Feature, EntityID: "b"}
+		readerA := e.subscribe(context.Background(), a, nil)
+		readerB := e.subscribe(context.Background(), b, nil)
+		for i := range 3 {
+			for _, r := range []struct {
+				l   store.List
+				sub *watch.Subscription
+			}{{a, readerA}, {a, readerA}, {b, readerB}} {
+				e.add(r.l, time.Now(), values(15, 4000, fmt.Sprint(i, "-"))...)
+				receive(t, r.sub, 15, 20*time.Second)
+				if n := e.hub.Buffered(); n != 0 {
+					t.Fatalf("round %d: %d bytes kept once every item was read", i, n)
+				}
+			}
+		}
+	})
+}
