@@ -161,7 +161,7 @@ func New(cfg Config) (*Handler, error) {
 		Tracer: loaderTracer,
 		Store:  cfg.Store, Catalog: cfg.Catalog, Loader: cfg.Loader, Now: cfg.Now, Meter: meter, OnPanic: onPanic, Log: cfg.Log,
 		Watch: watch.Config{MaxLists: subs.MaxLists, MaxCatchUp: cfg.Limits.MaxCount,
-			SubscriptionBytes: subs.BufferBytes, SlowAfter: subs.SlowTimeout,
+			SubscriptionBytes: subs.BufferBytes, SlowAfter: subs.SlowTimeout, ReadTimeout: cfg.Limits.RequestTimeout,
 			ListBytes: subs.ListBytes, TotalBytes: subs.TotalBytes, CatchUpBytes: subs.CatchUpBytes, CatchUpShare: subs.CatchUpShare},
 		Limits: lists.Limits{
 			MaxListLimit: cfg.Limits.MaxListLimit, MaxEntities: cfg.Limits.MaxEntities, MaxResponseBytes: cfg.Limits.MaxResponseBytes,
