@@ -38,6 +38,16 @@ type ListID struct {
 // ID names the list in the feed.
 func (l List) ID() ListID { return ListID{l.Feature.Key(), l.Feature.CreatedAt.UnixNano(), l.EntityID} }
 
+// Has says whether a record of the list r is one of the list l: the same
+// feature key and entity, of l's feature as created, or, written by a
+// gateway that had not yet seen the feature created again, of an earlier
+// one. Such a record is of an add made after the feature was created
+// again, whose items the list shows: positions from before a feature was
+// created are refused (CheckResume), and a subscription starts after now.
+func (l ListID) Has(r ListID) bool {
+	return l.Feature == r.Feature && l.EntityID == r.EntityID && r.CreatedAt <= l.CreatedAt
+}
+
 // Change is one record of the feed: the items one add wrote to one list,
 // oldest first.
 type Change struct {
@@ -113,8 +123,10 @@ func PositionExpired(why string) error {
 
 // Follower reads a store's change feed.
 type Follower interface {
-	// FeedHead is the feed's settled end: a reader starting from it gets
-	// every record added after the call, and none before.
+	// FeedHead is where a subscription starts: a reader starting from it
+	// gets every record of an add begun after the call returns, and none
+	// of one ended before it was made. On the embedded store it is the
+	// settled end; on a cluster it is ahead of it, by the clocks' margin.
 	FeedHead(ctx context.Context) (Position, error)
 	// ReadFeed returns the records after `after`, up to the settled end,
 	// of the lists watched says yes to, in the feed's order: at least one
@@ -128,9 +140,11 @@ type Follower interface {
 	// interval), or ctx's error.
 	WaitFeed(ctx context.Context, after Position) error
 	// ListFeed returns the records of one list after `after`, up to and
-	// with upTo's record, in the feed's order, as ReadFeed does (maxBytes),
-	// the position reached, and how many records of other lists it looked
-	// at to find them (what it costs).
+	// with upTo's record and no further than the settled end, in the
+	// feed's order, as ReadFeed does (maxBytes), the position reached, and
+	// how many records of other lists it looked at to find them (what it
+	// costs). No record, and `after` reached, means the feed is not
+	// settled past `after` yet: WaitFeed, then ask again.
 	ListFeed(ctx context.Context, l List, after, upTo Position, maxBytes int) (changes []Change, reached Position, looked int, err error)
 	// CheckPosition returns nil when the feed holds every record after p,
 	// else PositionExpired (a position of another feed, older than the

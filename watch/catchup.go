@@ -139,8 +139,11 @@ func (s *Subscription) readFeed(ctx context.Context) error {
 			}
 		}
 	}
-	if !s.from.Less(reached) {
-		reached = s.to // nothing more below to
+	if len(changes) == 0 && !s.from.Less(reached) {
+		// The feed is not settled up to s.to yet: wait for it, holding no
+		// catch-up bytes, and read again.
+		s.keep(nil)
+		return h.cfg.Store.WaitFeed(ctx, s.from)
 	}
 	s.from = reached
 	if s.sent += len(page); s.sent > h.cfg.MaxCatchUp {

@@ -7,8 +7,10 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 )
 
@@ -22,8 +24,8 @@ func (h *Hub) watchedBefore(r uint64) func(store.ListID) bool {
 	return func(id store.ListID) bool {
 		h.mu.Lock()
 		defer h.unlock()
-		w := h.lists[id]
-		return w != nil && w.born < r
+		w := h.lists[nameOf(id)]
+		return w != nil && w.born < r && w.key.Has(id)
 	}
 }
 
@@ -63,6 +65,13 @@ func (h *Hub) follow() {
 			}
 			if !current {
 				continue // the new run is read from its start, at once
+			}
+			if errors.Is(err, errkind.PositionExpired) {
+				// The feed no longer keeps what comes after the cursor: no
+				// subscription of this run can get every add. Each ends,
+				// saying so, and the next one begins a run from the head.
+				h.expire(run, err)
+				continue
 			}
 			if time.Since(failing) > time.Minute {
 				failing = time.Now()
@@ -133,8 +142,8 @@ func (h *Hub) take(r, run uint64, changes []store.Change, reached store.Position
 	now := time.Now()
 	touched := map[*list]struct{}{}
 	for _, c := range changes {
-		w := h.lists[c.List]
-		if w == nil || w.born >= r {
+		w := h.lists[nameOf(c.List)]
+		if w == nil || w.born >= r || !w.key.Has(c.List) {
 			continue
 		}
 		for i, it := range c.Items {
@@ -173,6 +182,21 @@ func (h *Hub) cover(r uint64) {
 				default:
 				}
 			}
+		}
+	}
+}
+
+// expire ends every subscription of the run with err: the hub fell behind
+// what the feed keeps.
+func (h *Hub) expire(run uint64, err error) {
+	h.mu.Lock()
+	defer h.unlock()
+	if run != h.run {
+		return
+	}
+	for _, w := range h.lists {
+		for s := range w.subs {
+			h.end(s, err, endedExpired)
 		}
 	}
 }

@@ -7,6 +7,7 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/pool"
 	"github.com/listgate/listgate/store"
 )
@@ -31,7 +33,7 @@ type Hub struct {
 	// mu guards what follows, and each Subscription's fields marked as
 	// the hub's. Nothing is called under it but this package's own code.
 	mu     sync.Mutex
-	lists  map[store.ListID]*list
+	lists  map[listName]*list
 	total  int64          // bytes of the items kept for every list
 	cursor store.Position // the feed is read into the lists up to here
 	run    uint64         // counts the times watching began: a read of an earlier run is dropped
@@ -94,7 +96,7 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.CatchUpShare > 0 && cfg.CatchUpShare < 1 {
 		share = max(int64(cfg.CatchUpShare*float64(cfg.CatchUpBytes)), need)
 	}
-	h := &Hub{cfg: cfg, catchUp: pool.New(cfg.CatchUpBytes, share), pageNeed: need, lists: map[store.ListID]*list{},
+	h := &Hub{cfg: cfg, catchUp: pool.New(cfg.CatchUpBytes, share), pageNeed: need, lists: map[listName]*list{},
 		stop: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if err := h.instrument(cfg.Meter); err != nil {
 		return nil, err
@@ -113,7 +115,7 @@ func (h *Hub) instrument(m metric.Meter) error {
 	if h.delivered, err = m.Int64Counter("listgate.subscription.items.delivered", metric.WithDescription("Items delivered to subscriptions, once per subscription.")); err != nil {
 		return err
 	}
-	if h.ended, err = m.Int64Counter("listgate.subscriptions.ended", metric.WithDescription("Subscriptions the gateway ended, by reason: too_slow, not_found (feature deleted or created again), shutting_down.")); err != nil {
+	if h.ended, err = m.Int64Counter("listgate.subscriptions.ended", metric.WithDescription("Subscriptions the gateway ended, by reason: too_slow, not_found (feature deleted or created again), not_live (feature made not live), position_expired (made not live and live again, or the gateway fell behind what the feed keeps), shutting_down.")); err != nil {
 		return err
 	}
 	if h.active, err = m.Int64UpDownCounter("listgate.subscriptions.active", metric.WithDescription("Subscriptions open in this process.")); err != nil {
@@ -145,6 +147,8 @@ func (h *Hub) instrument(m metric.Meter) error {
 var (
 	endedTooSlow  = reason("too_slow")
 	endedNotFound = reason("not_found")
+	endedExpired  = reason("position_expired")
+	endedNotLive  = reason("not_live")
 	endedClosing  = reason("shutting_down")
 )
 
@@ -175,8 +179,14 @@ func (h *Hub) tick() {
 			err := h.cfg.Current(w.l) // no lock held
 			h.mu.Lock()
 			if err != nil {
+				why := endedNotFound
+				if errors.Is(err, errkind.PositionExpired) {
+					why = endedExpired
+				} else if errors.Is(err, errkind.Invalid) {
+					why = endedNotLive
+				}
 				for s := range w.subs {
-					h.end(s, err, endedNotFound)
+					h.end(s, err, why)
 				}
 			} else if len(w.items) > 0 || w.holding > 0 {
 				h.enforce(w, now) // an idle list costs nothing here

@@ -6,10 +6,24 @@ package watch
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 )
+
+// listName is a list as the hub watches it: of one feature key and
+// entity, whatever the feature's creation (store.ListID.Has).
+type listName struct{ feature, entity string }
+
+func nameOf(id store.ListID) listName { return listName{id.Feature, id.EntityID} }
+
+// recreated is the error that ends a subscription to a feature deleted
+// and created again since it began.
+func recreated(l store.List) error {
+	return fmt.Errorf("feature %s: %w: it was deleted, or created again, since the subscription began; subscribe again", l.Feature.Key(), errkind.NotFound)
+}
 
 // list is a watched list: the items its slowest subscription has not
 // read, and its subscriptions. Guarded by Hub.mu.
@@ -194,6 +208,6 @@ func (h *Hub) leftBase(w *list) {
 func (h *Hub) unwatch(w *list) {
 	h.total -= w.bytes
 	w.items, w.dead, w.bytes = nil, 0, 0
-	delete(h.lists, w.key)
+	delete(h.lists, nameOf(w.key))
 	h.watched.Add(context.Background(), -1)
 }

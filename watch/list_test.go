@@ -112,7 +112,7 @@ func TestTrimLetsGoOfABurst(t *testing.T) {
 func TestListKeepsOnlyUnread(t *testing.T) {
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, seed))
-		h := &Hub{cfg: Config{MaxLists: 1}, lists: map[store.ListID]*list{}}
+		h := &Hub{cfg: Config{MaxLists: 1}, lists: map[listName]*list{}}
 		if err := h.instrument(metricnoop.NewMeterProvider().Meter("")); err != nil {
 			t.Fatal(err)
 		}

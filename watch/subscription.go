@@ -129,7 +129,17 @@ func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head stor
 		return ErrClosed
 	}
 	key := l.ID()
-	w := h.lists[key]
+	w := h.lists[nameOf(key)]
+	if w != nil && w.key.CreatedAt != key.CreatedAt {
+		if key.CreatedAt < w.key.CreatedAt {
+			return recreated(l)
+		}
+		// Its feature was created again since w's subscriptions began.
+		for old := range w.subs {
+			h.end(old, recreated(w.l), endedNotFound)
+		}
+		w = h.lists[nameOf(key)] // gone with its last subscription
+	}
 	if w == nil {
 		if len(h.lists) >= h.cfg.MaxLists {
 			return fmt.Errorf("%w of %d lists (--max-watched-lists); retry, or on another replica", ErrAtLimit, h.cfg.MaxLists)
@@ -144,7 +154,7 @@ func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head stor
 			}
 		}
 		w = &list{key: key, l: l, subs: map[*Subscription]struct{}{}, born: h.reads, ready: !h.reading}
-		h.lists[key] = w
+		h.lists[nameOf(key)] = w
 		h.watched.Add(ctx, 1)
 	}
 	s.list, s.next = w, w.end()

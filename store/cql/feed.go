@@ -398,7 +398,7 @@ func (s *Store) ListFeed(ctx context.Context, l store.List, after, upTo store.Po
 	}
 	var want []head
 	for _, h := range hs {
-		if h.list == id && h.rec <= upTo.Record {
+		if id.Has(h.list) && h.rec <= upTo.Record {
 			want = append(want, h)
 		}
 	}
