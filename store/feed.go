@@ -49,9 +49,9 @@ type Change struct {
 
 // Position is a place in the feed: just after the item Item of the record
 // Record, or, with Item AllItems, just after the whole record. A record is
-// named by its store in bytes that order as the feed does; a position of
-// another store, or of another feed of the same kind, is one the feed does
-// not hold.
+// named by its store in bytes that order as the feed does, the first its
+// kind; a position of another store, or of another feed of the same kind,
+// is one the feed does not hold.
 type Position struct {
 	Record string
 	Item   uint32
@@ -89,17 +89,42 @@ func (p Position) String() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// The kinds of store: the first byte of each one's records, and their
+// length. Defined once here, so that a position of no kind of store, or
+// the wrong length for its kind, is malformed (ParsePosition) rather than
+// one of another feed.
+const (
+	CQLPositionKind = 'c'
+	CQLRecordLen    = 21 // the kind, the feed's identity (4), a time UUID's ticks (8) and the rest of it (8)
+
+	EmbeddedPositionKind = 'e'
+	EmbeddedRecordLen    = 17 // the kind, the data folder's epoch (8), the record's number (8)
+)
+
+// recordLen is the length of the records of the kind of store kind; 0 for
+// no kind.
+func recordLen(kind byte) int {
+	switch kind {
+	case CQLPositionKind:
+		return CQLRecordLen
+	case EmbeddedPositionKind:
+		return EmbeddedRecordLen
+	}
+	return 0
+}
+
 // maxPositionLen bounds the text of a position a client sends.
 const maxPositionLen = 64
 
-// ParsePosition reads a position a client sent (Position.String); whether
-// the feed holds it is the store's to say (CheckPosition).
+// ParsePosition reads a position a client sent (Position.String): one of
+// a kind of store, of its length, else errkind.Invalid. Whether the feed
+// holds it is the store's to say (CheckPosition).
 func ParsePosition(s string) (Position, error) {
 	if len(s) > maxPositionLen {
 		return Position{}, fmt.Errorf("%w position: longer than %d characters; send the position of an item as it came", errkind.Invalid, maxPositionLen)
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) < 5 {
+	if err != nil || len(b) < 5 || len(b)-4 != recordLen(b[0]) {
 		return Position{}, fmt.Errorf("%w position %s: not a position; send the position of an item as it came", errkind.Invalid, errkind.Quote(s))
 	}
 	return Position{Record: string(b[:len(b)-4]), Item: binary.BigEndian.Uint32(b[len(b)-4:])}, nil
