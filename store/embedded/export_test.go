@@ -3,6 +3,8 @@ package embedded
 import (
 	"context"
 	"os"
+
+	"github.com/listgate/listgate/store"
 )
 
 // BlockBytesRead is the bytes of the blocks the store's scans read.
@@ -30,3 +32,17 @@ func (s *Store) TakeTurns() (release func()) { return s.turns.Take() }
 func (s *Store) PutFeatureRecord(entityType, name, version string, record []byte) error {
 	return s.db.Set(featureKey(entityType, name, version), record, nil)
 }
+
+// GiveUpANumber numbers a record and gives the number up, as an add whose
+// commit fails does.
+func (s *Store) GiveUpANumber() error {
+	n, err := s.give(s.now())
+	if err != nil {
+		return err
+	}
+	s.feed.done(n)
+	return nil
+}
+
+// RecordNumber is the number of the record of a position of this feed.
+func (s *Store) RecordNumber(p store.Position) (uint64, bool) { return s.feed.seqOf(p.Record) }

@@ -1,0 +1,111 @@
+package embedded_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/embedded"
+)
+
+// feedOf is a live list of a new feature of s, and its feed's head.
+func feedOf(t *testing.T, s *embedded.Store, name string) (store.List, store.Position) {
+	t.Helper()
+	ctx := context.Background()
+	f, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: name, ValueType: store.String, TTL: time.Hour, Live: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := s.FeedHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store.List{Feature: &f, EntityID: "u1"}, head
+}
+
+// addValues adds each value to l, an add each.
+func addValues(t *testing.T, s *embedded.Store, l store.List, vals ...string) {
+	t.Helper()
+	for _, v := range vals {
+		if _, err := s.AddItems(context.Background(), l, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte(v)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readAll reads l's records after `after`, up to the settled end.
+func readAll(t *testing.T, s *embedded.Store, l store.List, after store.Position) ([]string, store.Position, error) {
+	t.Helper()
+	var got []string
+	for {
+		changes, reached, err := s.ReadFeed(context.Background(), after, func(id store.ListID) bool { return id == l.ID() }, 1<<20)
+		if err != nil {
+			return got, reached, err
+		}
+		for _, c := range changes {
+			for _, it := range c.Items {
+				got = append(got, string(it.Value))
+			}
+		}
+		if !after.Less(reached) {
+			return got, reached, nil
+		}
+		after = reached
+	}
+}
+
+// A number given to a record whose add failed is never given again, even
+// by a restart whose clock is behind the last run's: a head handed out at
+// that number skips no record added after it.
+func TestNumbersAreNotGivenTwice(t *testing.T) {
+	dir := t.TempDir()
+	then := time.Now()
+	s, err := embedded.Open(embedded.Config{Dir: dir, Now: func() time.Time { return then }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := feedOf(t, s, "f")
+	addValues(t, s, l, "A")
+	if err := s.GiveUpANumber(); err != nil {
+		t.Fatal(err)
+	}
+	head, err := s.FeedHead(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, func() time.Time { return then.Add(-10 * time.Minute) })
+	if err := s.CheckPosition(context.Background(), head); err != nil {
+		t.Fatalf("the head handed out before the restart: %v", err)
+	}
+	addValues(t, s, l, "B")
+	if got, _, err := readAll(t, s, l, head); err != nil || strings.Join(got, ",") != "B" {
+		t.Fatalf("after the head handed out at a number given up, then a restart: %v, %v; want B", got, err)
+	}
+}
+
+// A record's number is when its add was numbered, in ns, not how many adds
+// came before it: another tenant's adds do not show in one's positions.
+func TestPositionsSayWhenNotHowMany(t *testing.T) {
+	s := open(t, t.TempDir(), nil)
+	mine, head := feedOf(t, s, "mine")
+	others, _ := feedOf(t, s, "others")
+	for range 300 {
+		addValues(t, s, others, "o")
+	}
+	before := time.Now()
+	addValues(t, s, mine, "m")
+	after := time.Now()
+	changes, _, err := s.ReadFeed(context.Background(), head, func(id store.ListID) bool { return id == mine.ID() }, 1<<20)
+	if err != nil || len(changes) != 1 {
+		t.Fatalf("ReadFeed = %v, %v", changes, err)
+	}
+	n, ok := s.RecordNumber(changes[0].After(0))
+	if !ok || n < uint64(before.UnixNano()) || n > uint64(after.UnixNano()) {
+		t.Fatalf("the record's number %d (%v), want the time of its add, within [%d, %d]", n, ok, before.UnixNano(), after.UnixNano())
+	}
+}
