@@ -147,19 +147,22 @@ type Follower interface {
 	// returns the position to read from next, which may be past the last
 	// record returned (records of other lists, or none). watched runs on
 	// the caller's goroutine, and the store holds no lock while it does.
+	// When the feed no longer keeps every record after `after` (past the
+	// retention, swept or not) as it reads, it fails with PositionExpired:
+	// it never skips a record silently.
 	ReadFeed(ctx context.Context, after Position, watched func(ListID) bool, maxBytes int) ([]Change, Position, error)
 	// WaitFeed returns once the feed may hold records after `after` (at
 	// once if it does; on a store that cannot tell, after its poll
 	// interval), or ctx's error.
 	WaitFeed(ctx context.Context, after Position) error
 	// ListFeed returns the records of one list after `after`, up to and
-	// with upTo's record, in the feed's order, as ReadFeed does (maxBytes),
-	// the position reached, and how many records of other lists it looked
-	// at to find them (what it costs).
+	// with upTo's record, in the feed's order, as ReadFeed does (maxBytes,
+	// PositionExpired), the position reached, and how many records of
+	// other lists it looked at to find them (what it costs).
 	ListFeed(ctx context.Context, l List, after, upTo Position, maxBytes int) (changes []Change, reached Position, looked int, err error)
 	// CheckPosition returns nil when the feed holds every record after p,
 	// else PositionExpired (a position of another feed, older than the
-	// feed keeps, or ahead of it).
+	// feed keeps, ahead of it, or after an item of no record it holds).
 	CheckPosition(ctx context.Context, p Position) error
 	// PositionTime is when the record of p was recorded; false when the
 	// feed cannot tell (a position of another feed, or of a record no

@@ -284,35 +284,86 @@ func (f *feedSeq) from(p store.Position) (uint64, bool) {
 	return n, ok
 }
 
-// CheckPosition says whether every record after p is kept.
+// The ways a position is not one the feed holds.
+var (
+	errOtherFolder = store.PositionExpired("the position is not one of this gateway's data folder (nor of a backup of it: a backup begins a feed of its own)")
+	errNotKept     = store.PositionExpired("the change feed no longer keeps the adds after this position (--change-feed-retention)")
+	errAhead       = store.PositionExpired("the position is ahead of the change feed (of a copy of this data folder made before it?)")
+	errNoItem      = store.PositionExpired("the position names no item the change feed holds")
+)
+
+// CheckPosition says whether every record after p is kept: p is of this
+// folder's feed, at most its settled end, not before what it keeps, and,
+// after an item, names an item of a record it holds.
 func (s *Store) CheckPosition(_ context.Context, p store.Position) error {
-	n, ok := s.feed.from(p)
-	settled, floor, _ := s.feed.state()
-	switch {
-	case !ok:
-		return store.PositionExpired("the position is not one of this gateway's data folder")
-	case n < floor:
-		return store.PositionExpired("the change feed no longer keeps the adds after this position (--change-feed-retention)")
-	case n > settled+1:
-		return store.PositionExpired("the position is ahead of the change feed (a data folder restored from an older backup?)")
-	case s.olderThanKept(n):
-		return store.PositionExpired("the change feed no longer keeps the adds after this position (--change-feed-retention)")
+	n, ok := s.feed.seqOf(p.Record)
+	if !ok {
+		return errOtherFolder
+	}
+	// The settled end first: the view then holds every record up to it.
+	settled, _, _ := s.feed.state()
+	if n > settled {
+		return errAhead
+	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	from, _ := s.feed.from(p)
+	if err := s.kept(snap, from); err != nil {
+		return err
+	}
+	if p.Item != store.AllItems {
+		c, ok, err := s.readRecordOf(snap, n)
+		if err != nil {
+			return err
+		}
+		if !ok || uint32(len(c.Items)) <= p.Item {
+			return errNoItem
+		}
 	}
 	return nil
 }
 
-// olderThanKept says whether the first record from n on is past the
-// retention: swept or not yet, it is no longer kept.
-func (s *Store) olderThanKept(n uint64) bool {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: feedKey(n), UpperBound: []byte{feedPrefix + 1}})
+// kept says, as errNotKept, whether the view r, taken before the call,
+// lacks records from the number n on that the feed held: swept (the floor
+// is read after r was taken, and the sweep raises it before it deletes,
+// so records r lacks are below it) or past the retention, swept or not
+// yet.
+func (s *Store) kept(r pebble.Reader, n uint64) error {
+	if _, floor, _ := s.feed.state(); n < floor {
+		return errNotKept
+	}
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: feedKey(n), UpperBound: []byte{feedPrefix + 1}})
 	if err != nil {
-		return false
+		return err
 	}
 	defer it.Close()
-	if !it.First() || len(it.Value()) < 8 {
-		return false
+	if it.First() && len(it.Value()) >= 8 && int64(binary.BigEndian.Uint64(it.Value())) < s.now().Add(-s.cfg.FeedRetention).UnixNano() {
+		return errNotKept
 	}
-	return int64(binary.BigEndian.Uint64(it.Value())) < s.now().Add(-s.cfg.FeedRetention).UnixNano()
+	return it.Error()
+}
+
+// readRecordOf reads the record numbered n in the view r; ok false when
+// it holds none.
+func (s *Store) readRecordOf(r pebble.Reader, n uint64) (store.Change, bool, error) {
+	v, closer, err := r.Get(feedKey(n))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return store.Change{}, false, nil
+	}
+	if err != nil {
+		return store.Change{}, false, fmt.Errorf("reading the change feed: %w", err)
+	}
+	head := bytes.Clone(v)
+	closer.Close()
+	if len(head) < 8 {
+		return store.Change{}, false, errors.New("a change record's head is malformed")
+	}
+	id, ok := parseListID(head[8:])
+	if !ok {
+		return store.Change{}, false, errors.New("a change record's head is malformed")
+	}
+	c, err := s.readChange(r, s.feed.record(n), id, head[8:], n)
+	return c, err == nil, err
 }
 
 // PositionTime is when the record numbered in p was recorded, as its head
@@ -337,7 +388,7 @@ func (s *Store) PositionTime(p store.Position) (time.Time, bool) {
 func (s *Store) WaitFeed(ctx context.Context, after store.Position) error {
 	from, ok := s.feed.from(after)
 	if !ok {
-		return store.PositionExpired("the position is not one of this gateway's data folder")
+		return errOtherFolder
 	}
 	for {
 		settled, _, moved := s.feed.state()
@@ -353,18 +404,26 @@ func (s *Store) WaitFeed(ctx context.Context, after store.Position) error {
 }
 
 // ReadFeed reads the records after `after` up to the settled end: their
-// numbers and lists, then the records of the lists watched.
+// numbers and lists, then the records of the lists watched, all in one
+// view of the database. A read from a number the feed no longer keeps
+// fails (kept) rather than skip what was swept.
 func (s *Store) ReadFeed(ctx context.Context, after store.Position, watched func(store.ListID) bool, maxBytes int) ([]store.Change, store.Position, error) {
 	from, ok := s.feed.from(after)
 	if !ok {
-		return nil, after, store.PositionExpired("the position is not one of this gateway's data folder")
+		return nil, after, errOtherFolder
 	}
+	// The settled end first: the view then holds every record up to it.
 	settled, _, _ := s.feed.state()
 	reached := after
 	if from > settled {
 		return nil, reached, nil
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: feedKey(from), UpperBound: feedKey(settled + 1)})
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	if err := s.kept(snap, from); err != nil {
+		return nil, reached, err
+	}
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: feedKey(from), UpperBound: feedKey(settled + 1)})
 	if err != nil {
 		return nil, reached, err
 	}
@@ -380,17 +439,15 @@ func (s *Store) ReadFeed(ctx context.Context, after store.Position, watched func
 		if v := it.Value(); len(v) > 8 {
 			id, ok := parseListID(v[8:])
 			if ok && watched(id) {
-				c, err := s.readChange(rec, id, v[8:], n)
+				c, err := s.readChange(snap, rec, id, v[8:], n)
 				if err != nil {
 					return out, reached, err
 				}
-				if c != nil {
-					if len(out) > 0 && size+store.ChangeBytes(*c) > maxBytes {
-						return out, reached, nil // the rest next time
-					}
-					out = append(out, *c)
-					size += store.ChangeBytes(*c)
+				if len(out) > 0 && size+store.ChangeBytes(c) > maxBytes {
+					return out, reached, nil // the rest next time
 				}
+				out = append(out, c)
+				size += store.ChangeBytes(c)
 			}
 		}
 		reached = store.Position{Record: rec, Item: store.AllItems}
@@ -401,34 +458,37 @@ func (s *Store) ReadFeed(ctx context.Context, after store.Position, watched func
 	return out, store.Position{Record: s.feed.record(settled), Item: store.AllItems}, nil
 }
 
-// readChange reads the record n of a list; nil when swept meanwhile.
-func (s *Store) readChange(rec string, id store.ListID, list []byte, n uint64) (*store.Change, error) {
-	v, closer, err := s.db.Get(changeKey(list, n))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, nil
-	}
+// readChange reads the record n of a list in the view r, which holds its
+// head: the two are written, and swept, in one batch.
+func (s *Store) readChange(r pebble.Reader, rec string, id store.ListID, list []byte, n uint64) (store.Change, error) {
+	v, closer, err := r.Get(changeKey(list, n))
 	if err != nil {
-		return nil, fmt.Errorf("reading the change feed: %w", err)
+		return store.Change{}, fmt.Errorf("reading the change feed's record %d: %w", n, err)
 	}
 	defer closer.Close()
-	c, err := readRecord(rec, id, v)
-	return &c, err
+	return readRecord(rec, id, v)
 }
 
 // ListFeed reads the records of one list after `after` up to upTo's, by
-// the list's own keys: it looks at no other list's.
+// the list's own keys: it looks at no other list's. Like ReadFeed, it
+// reads one view, and fails rather than skip what was swept.
 func (s *Store) ListFeed(ctx context.Context, l store.List, after, upTo store.Position, maxBytes int) ([]store.Change, store.Position, int, error) {
 	from, ok := s.feed.from(after)
 	last, ok2 := s.feed.seqOf(upTo.Record)
 	if !ok || !ok2 {
-		return nil, after, 0, store.PositionExpired("the position is not one of this gateway's data folder")
+		return nil, after, 0, errOtherFolder
 	}
 	reached := after
 	if from > last {
 		return nil, reached, 0, nil
 	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	if err := s.kept(snap, from); err != nil {
+		return nil, reached, 0, err
+	}
 	list := listID(l.ID())
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: changeKey(list, from), UpperBound: changeKey(list, last+1)})
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: changeKey(list, from), UpperBound: changeKey(list, last+1)})
 	if err != nil {
 		return nil, reached, 0, err
 	}
@@ -486,8 +546,7 @@ func (s *Store) sweepFeed() error {
 		if err == nil && next > floor {
 			err = b.DeleteRange(feedKey(floor), feedKey(next), nil)
 			if err == nil {
-				v := binary.BigEndian.AppendUint64(append([]byte(nil), s.feed.epoch[:]...), next)
-				err = b.Set(feedMetaKey, v, nil)
+				err = b.Set(feedMetaKey, feedMeta(s.feed.epoch, next), nil)
 			}
 			if err == nil {
 				// The floor rises before the records go, so that no reader

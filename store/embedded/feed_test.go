@@ -2,10 +2,13 @@ package embedded_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/embedded"
 )
@@ -107,5 +110,45 @@ func TestPositionsSayWhenNotHowMany(t *testing.T) {
 	n, ok := s.RecordNumber(changes[0].After(0))
 	if !ok || n < uint64(before.UnixNano()) || n > uint64(after.UnixNano()) {
 		t.Fatalf("the record's number %d (%v), want the time of its add, within [%d, %d]", n, ok, before.UnixNano(), after.UnixNano())
+	}
+}
+
+// A catch-up whose next records the sweep deleted fails, PositionExpired,
+// even by a clock that says they are still kept (set back): the sweep
+// raised the floor past them.
+func TestCatchUpFailsOnceItsRecordsAreSwept(t *testing.T) {
+	var offset atomic.Int64
+	s := open(t, t.TempDir(), func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
+	ctx := context.Background()
+	l, head := feedOf(t, s, "f")
+	addValues(t, s, l, "r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9")
+	end, err := s.FeedHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := head
+	for range 4 {
+		changes, reached, _, err := s.ListFeed(ctx, l, at, end, 1)
+		if err != nil || len(changes) != 1 {
+			t.Fatalf("ListFeed after %v: %v, %v", at, changes, err)
+		}
+		at = reached
+	}
+	offset.Store(int64(embedded.DefaultFeedRetention + time.Minute))
+	if err := s.SweepFeed(); err != nil {
+		t.Fatal(err)
+	}
+	offset.Store(0)
+	if changes, _, _, err := s.ListFeed(ctx, l, at, end, 1<<20); !errors.Is(err, errkind.PositionExpired) {
+		t.Fatalf("the rest of the catch-up, swept: %d records, %v; want PositionExpired", len(changes), err)
+	}
+	if got, _, err := readAll(t, s, l, at); !errors.Is(err, errkind.PositionExpired) {
+		t.Fatalf("the feed after the swept records: %v, %v; want PositionExpired", got, err)
+	}
+	if err := s.CheckPosition(ctx, at); !errors.Is(err, errkind.PositionExpired) {
+		t.Fatalf("CheckPosition after the swept records: %v", err)
+	}
+	if err := s.CheckPosition(ctx, end); err != nil {
+		t.Fatalf("CheckPosition of the end, after which nothing was swept: %v", err)
 	}
 }
