@@ -50,6 +50,14 @@ func (s *Store) RecordNumber(p store.Position) (uint64, bool) { return s.feed.se
 // SweepFeed sweeps the records past the retention, as the sweep loop does.
 func (s *Store) SweepFeed() error { return s.sweepFeed() }
 
+// OnTargetChecked runs f between the check of a backup's folder and the
+// write, until restore. Tests that call it must not run in parallel with
+// backups.
+func OnTargetChecked(f func()) (restore func()) {
+	targetChecked = f
+	return func() { targetChecked = func() {} }
+}
+
 // The cases of the conformance suite this store passes that not every
 // store does yet (storetest).
 func (s *Store) RefusesReadsPastRetention()  {}
