@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -12,11 +13,12 @@ import (
 // Backup writes a checkpoint of the store to the folder to, which must not
 // exist or be empty: every write committed before the call, and none that
 // began after it ended, as of one moment. The folder is a store of its
-// own, which Open (a gateway's --data-dir) opens. On the data folder's
-// file system Pebble hard-links its immutable tables, so a backup costs
-// little room until the store compacts them away; copy it elsewhere to
-// survive the disk. A folder inside the data folder is refused, however
-// its path reaches it (openTarget).
+// own, which Open (a gateway's --data-dir) opens, and a change feed of its
+// own (beginFeed). On the data folder's file system Pebble hard-links its
+// immutable tables, so a backup costs little room until the store
+// compacts them away; copy it elsewhere to survive the disk. A folder
+// inside the data folder is refused, however its path reaches it
+// (openTarget).
 func (s *Store) Backup(to string) error {
 	select {
 	case <-s.stop:
@@ -37,12 +39,37 @@ func (s *Store) Backup(to string) error {
 var targetChecked = func() {}
 
 // checkpoint writes the checkpoint asked for at to into path, where
-// openTarget checked it may go.
+// openTarget checked it may go, and begins its own change feed.
 func (s *Store) checkpoint(to, path string) error {
 	if err := s.db.Checkpoint(path, pebble.WithFlushedWAL()); err != nil {
 		return fmt.Errorf("backing up the embedded store to %s: %w", to, err)
 	}
+	if err := beginFeed(path); err != nil {
+		// A copy that numbered on in the feed of the original would take the
+		// original's positions for its own: better none.
+		return errors.Join(fmt.Errorf("backing up the embedded store to %s: %w", to, err), os.RemoveAll(path))
+	}
 	return nil
+}
+
+// beginFeed draws a new epoch for the change feed of the checkpoint in
+// dir, keeping its floor: a folder restored from it is another feed, in
+// which every position of the original is one of another data folder.
+// Numbering on after the checkpoint's last record, the copy would give
+// the numbers the original gave after it, and take a client's position
+// there as its own, skipping what it added before.
+func beginFeed(dir string) error {
+	db, err := pebble.Open(dir, &pebble.Options{FS: privateFiles, Logger: quietLogger{}, ErrorIfNotExists: true})
+	if err != nil {
+		return fmt.Errorf("opening the copy to begin its change feed: %w", err)
+	}
+	epoch, floor, ok, err := readFeedMeta(db)
+	if err == nil && ok {
+		if _, err = rand.Read(epoch[:]); err == nil {
+			err = db.Set(feedMetaKey, feedMeta(epoch, floor), pebble.Sync)
+		}
+	}
+	return errors.Join(err, db.Close())
 }
 
 // BackupFolder backs up the store in dir, which no process may have open,

@@ -3,6 +3,7 @@ package embedded_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -56,6 +57,68 @@ func readAll(t *testing.T, s *embedded.Store, l store.List, after store.Position
 			return got, reached, nil
 		}
 		after = reached
+	}
+}
+
+// A backup is a change feed of its own: a folder restored from it refuses
+// every position of the original, of before the backup or after it, as
+// of another data folder, so that no client resumes there after a
+// position the copy gives to other records; and its own positions work.
+// So for a backup of a folder no store has open.
+func TestBackupBeginsAFeedOfItsOwn(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "data")
+	s := open(t, dir, nil)
+	l, before := feedOf(t, s, "f")
+	addValues(t, s, l, "A1")
+	_, atA1, err := readAll(t, s, l, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "backup")
+	if err := s.Backup(backup); err != nil {
+		t.Fatal(err)
+	}
+	addValues(t, s, l, "B1")
+	_, atB1, err := readAll(t, s, l, atA1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := filepath.Join(t.TempDir(), "stopped")
+	if err := embedded.BackupFolder(dir, stopped); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, copy := range []struct {
+		dir       string
+		positions []store.Position
+	}{{backup, []store.Position{before, atA1, atB1}}, {stopped, []store.Position{before, atA1, atB1}}} {
+		r := open(t, copy.dir, nil)
+		// As reported: adds to the copy, then a client resumes there after
+		// a position of the original.
+		addValues(t, r, l, "B2", "B3", "B4")
+		for _, p := range copy.positions {
+			if err := r.CheckPosition(ctx, p); !errors.Is(err, errkind.PositionExpired) || !strings.Contains(err.Error(), "not one of this gateway's data folder") {
+				t.Errorf("%s: CheckPosition of the original's %v: %v, want PositionExpired of another data folder", copy.dir, p, err)
+			}
+			if got, _, err := readAll(t, r, l, p); !errors.Is(err, errkind.PositionExpired) {
+				t.Errorf("%s: the feed after the original's %v: %v, %v; want PositionExpired", copy.dir, p, got, err)
+			}
+		}
+		head, err := r.FeedHead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addValues(t, r, l, "C")
+		if got, _, err := readAll(t, r, l, head); err != nil || strings.Join(got, ",") != "C" {
+			t.Errorf("%s: the feed after its own head: %v, %v; want C", copy.dir, got, err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
