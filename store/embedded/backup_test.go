@@ -75,3 +75,27 @@ func TestBackupFollowsNoLinkMadeAsItBegins(t *testing.T) {
 		})
 	}
 }
+
+// A backup to a link to an empty folder outside the data folder is
+// written into that folder.
+func TestBackupToALinkToAnEmptyFolder(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "data"), nil)
+	addOne(t, s)
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.Mkdir(empty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(empty, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Backup(link); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := filepath.Glob(filepath.Join(empty, "MANIFEST-*")); err != nil || len(m) == 0 {
+		t.Fatalf("the backup is not in the folder the link leads to: %v, %v", m, err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Fatalf("the link: %v, %v", fi, err)
+	}
+}

@@ -53,14 +53,13 @@ func openTarget(dataDir, to string) (*target, error) {
 	}
 	t, link, err = openTargetPath(&data, dataDir, to, path)
 	if err == nil && link {
-		t.close()
 		return nil, fmt.Errorf("backing up to %s: it became another link as the backup began", to)
 	}
 	return t, err
 }
 
 // openTargetPath is openTarget of path, `to` made absolute; link is true,
-// with no target, when path's last part is a link.
+// with no target (nothing open), when path's last part is a link.
 func openTargetPath(data *unix.Stat_t, dataDir, to, path string) (t *target, link bool, err error) {
 	dir, missing, err := openNearest(filepath.Dir(path))
 	if err != nil {
