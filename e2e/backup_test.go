@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -126,4 +127,40 @@ func TestBackupWhileAdding(t *testing.T) {
 		restored.stop()
 	}
 	t.Logf("adds acknowledged while the live backup ran: %d; in all: %d", during, len(all))
+}
+
+// A gateway on a folder restored from listgate backup follows a change
+// feed of its own: a position its original gave, before the backup or
+// after it, is POSITION_EXPIRED there (of another data folder), however
+// many adds the restored gateway has taken, rather than resumed in the
+// wrong place (as reported: after B2, B3 and B4 were added there, a
+// client resuming after the original's position got B4 alone). Its own
+// positions are resumed.
+func TestRestoredBackupRefusesPositionsOfTheOriginal(t *testing.T) {
+	bin := builtBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dataDir := t.TempDir()
+	g := startGateway(t, "LISTGATE_DATA_DIR="+dataDir)
+	createFeature(t, g, "user")
+	before := positionOf(t, ctx, g, "user", "u1", "A1").position
+	backup := filepath.Join(t.TempDir(), "backup")
+	if out, errOut, code := runCommand(t, bin, nil, "backup", "--to", backup, "--data-dir", dataDir); code != 0 {
+		t.Fatalf("listgate backup exited %d, wrote %q and on stderr %q", code, out, errOut)
+	}
+	after := positionOf(t, ctx, g, "user", "u1", "B1").position
+	g.stop()
+
+	restored := startGateway(t, "LISTGATE_DATA_DIR="+backup)
+	for _, v := range []string{"B2", "B3", "B4"} {
+		addItems(t, restored.base, "", "user", "u1", "f", [2]string{v, ""})
+	}
+	refusedWith(t, ctx, restored, "a position of the original, before the backup", listVars("user", "u1", "after", before), "POSITION_EXPIRED")
+	refusedWith(t, ctx, restored, "a position of the original, after the backup", listVars("user", "u1", "after", after), "POSITION_EXPIRED")
+	own := positionOf(t, ctx, restored, "user", "u1", "C1").position
+	addItems(t, restored.base, "", "user", "u1", "f", [2]string{"C2", ""})
+	s := subscribeFeed(t, ctx, restored.base, listVars("user", "u1", "after", own))
+	if got := values(s.await(1, 30*time.Second)); !slices.Equal(got, []string{"C2"}) {
+		t.Errorf("after its own position: %v, want [C2]", got)
+	}
 }

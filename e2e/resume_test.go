@@ -155,8 +155,9 @@ func TestResumeAfterRestart(t *testing.T) {
 	refusedWith(t, ctx, other, "a position of another data folder", listVars("user", "u1", "after", pos), "POSITION_EXPIRED")
 }
 
-// Positions refused, on both stores, over a WebSocket: one malformed, or
-// with since, is BAD_USER_INPUT; one the feed does not hold ends the
+// Positions refused, on both stores, over a WebSocket: one malformed
+// (even text that decodes as base64, or a position cut short), or with
+// since, is BAD_USER_INPUT; one the feed does not hold ends the
 // subscription at once with POSITION_EXPIRED: older than
 // --change-feed-retention (an embedded gateway forgets it once it is
 // older, whether swept or not; a Cassandra gateway keeping the feed 6 s
@@ -201,7 +202,7 @@ func TestResumeRefusals(t *testing.T) {
 		{"cassandra", entityType, casPos, early, cas},
 	} {
 		vars := func(more ...any) map[string]any { return listVars(g.entityType, "u1", more...) }
-		for _, bad := range []string{"not a position", "", strings.Repeat("A", 100), "AAAA", g.position + "!"} {
+		for _, bad := range []string{"not a position", "not-a-position", "", strings.Repeat("A", 100), "AAAA", g.position + "!", g.position[:len(g.position)-2]} {
 			refusedWith(t, ctx, g.g, fmt.Sprintf("%s: after %q", g.name, bad), vars("after", bad), "BAD_USER_INPUT")
 		}
 		refusedWith(t, ctx, g.g, g.name+": after with since", vars("after", g.position, "since", stamp(-time.Minute)), "BAD_USER_INPUT")

@@ -545,3 +545,37 @@ func TestLiveAgainEndsSubscriptions(t *testing.T) {
 		m.await(0, "listgate.subscriptions.active")
 	})
 }
+
+// A malformed position is the client's mistake, BAD_USER_INPUT, on either
+// store, even one that decodes as base64; one of another kind of store,
+// well formed, is one the feed does not hold: POSITION_EXPIRED.
+func TestSubscriptionAfterAMalformedPosition(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s store.Store) {
+		g, srv := subscriptionGateway(t, s)
+		g.createFeature("f", "STRING", 3600)
+		c, _, err := dial(t, srv.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.init("")
+		head, err := s.FeedHead(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := store.Position{Record: "e" + strings.Repeat("\x01", store.EmbeddedRecordLen-1), Item: 0}
+		if head.Record[0] == store.EmbeddedPositionKind {
+			other = store.Position{Record: "c" + strings.Repeat("\x01", store.CQLRecordLen-1), Item: 0}
+		}
+		for id, tc := range map[string]struct{ after, code string }{
+			"decodes":      {"not-a-position", "BAD_USER_INPUT"},
+			"not base64":   {"not a position", "BAD_USER_INPUT"},
+			"short":        {"AAAAAAAA", "BAD_USER_INPUT"},
+			"another kind": {other.String(), "POSITION_EXPIRED"},
+		} {
+			c.subscribe(id, fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u1", feature: "f", after: %q) { value } }`, g.entityType, tc.after))
+			if f := c.failure(id); !strings.Contains(f, tc.code) {
+				t.Errorf("after %q: %s, want %s", tc.after, f, tc.code)
+			}
+		}
+	})
+}

@@ -59,9 +59,9 @@ type Change struct {
 
 // Position is a place in the feed: just after the item Item of the record
 // Record, or, with Item AllItems, just after the whole record. A record is
-// named by its store in bytes that order as the feed does; a position of
-// another store, or of another feed of the same kind, is one the feed does
-// not hold.
+// named by its store in bytes that order as the feed does, the first its
+// kind; a position of another store, or of another feed of the same kind,
+// is one the feed does not hold.
 type Position struct {
 	Record string
 	Item   uint32
@@ -99,17 +99,42 @@ func (p Position) String() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// The kinds of store: the first byte of each one's records, and their
+// length. Defined once here, so that a position of no kind of store, or
+// the wrong length for its kind, is malformed (ParsePosition) rather than
+// one of another feed.
+const (
+	CQLPositionKind = 'c'
+	CQLRecordLen    = 21 // the kind, the feed's identity (4), a time UUID's ticks (8) and the rest of it (8)
+
+	EmbeddedPositionKind = 'e'
+	EmbeddedRecordLen    = 17 // the kind, the data folder's epoch (8), the record's number (8)
+)
+
+// recordLen is the length of the records of the kind of store kind; 0 for
+// no kind.
+func recordLen(kind byte) int {
+	switch kind {
+	case CQLPositionKind:
+		return CQLRecordLen
+	case EmbeddedPositionKind:
+		return EmbeddedRecordLen
+	}
+	return 0
+}
+
 // maxPositionLen bounds the text of a position a client sends.
 const maxPositionLen = 64
 
-// ParsePosition reads a position a client sent (Position.String); whether
-// the feed holds it is the store's to say (CheckPosition).
+// ParsePosition reads a position a client sent (Position.String): one of
+// a kind of store, of its length, else errkind.Invalid. Whether the feed
+// holds it is the store's to say (CheckPosition).
 func ParsePosition(s string) (Position, error) {
 	if len(s) > maxPositionLen {
 		return Position{}, fmt.Errorf("%w position: longer than %d characters; send the position of an item as it came", errkind.Invalid, maxPositionLen)
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) < 5 {
+	if err != nil || len(b) < 5 || len(b)-4 != recordLen(b[0]) {
 		return Position{}, fmt.Errorf("%w position %s: not a position; send the position of an item as it came", errkind.Invalid, errkind.Quote(s))
 	}
 	return Position{Record: string(b[:len(b)-4]), Item: binary.BigEndian.Uint32(b[len(b)-4:])}, nil
@@ -134,6 +159,9 @@ type Follower interface {
 	// returns the position to read from next, which may be past the last
 	// record returned (records of other lists, or none). watched runs on
 	// the caller's goroutine, and the store holds no lock while it does.
+	// When the feed no longer keeps every record after `after` (past the
+	// retention, swept or not) as it reads, it fails with PositionExpired:
+	// it never skips a record silently.
 	ReadFeed(ctx context.Context, after Position, watched func(ListID) bool, maxBytes int) ([]Change, Position, error)
 	// WaitFeed returns once the feed may hold records after `after` (at
 	// once if it does; on a store that cannot tell, after its poll
@@ -141,14 +169,14 @@ type Follower interface {
 	WaitFeed(ctx context.Context, after Position) error
 	// ListFeed returns the records of one list after `after`, up to and
 	// with upTo's record and no further than the settled end, in the
-	// feed's order, as ReadFeed does (maxBytes), the position reached, and
-	// how many records of other lists it looked at to find them (what it
-	// costs). No record, and `after` reached, means the feed is not
-	// settled past `after` yet: WaitFeed, then ask again.
+	// feed's order, as ReadFeed does (maxBytes, PositionExpired), the
+	// position reached, and how many records of other lists it looked at
+	// to find them (what it costs). No record, and `after` reached, means
+	// the feed is not settled past `after` yet: WaitFeed, then ask again.
 	ListFeed(ctx context.Context, l List, after, upTo Position, maxBytes int) (changes []Change, reached Position, looked int, err error)
 	// CheckPosition returns nil when the feed holds every record after p,
 	// else PositionExpired (a position of another feed, older than the
-	// feed keeps, or ahead of it).
+	// feed keeps, ahead of it, or after an item of no record it holds).
 	CheckPosition(ctx context.Context, p Position) error
 	// PositionTime is when the record of p was recorded; false when the
 	// feed cannot tell (a position of another feed, or of a record no

@@ -105,7 +105,7 @@ func recordFailed(err error) error {
 // by time, then by the rest. A position at a time with every other byte
 // 0xff comes after every record of that time: where a reader that read up
 // to that time stands.
-const positionKind = 'c'
+const positionKind = store.CQLPositionKind
 
 // feedIdentity names a feed by its cluster's name and keyspace.
 func feedIdentity(cluster, keyspace string) [4]byte {

@@ -274,7 +274,10 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	if l.Feature.Live {
 		// The record goes in the same batch: numbered now, settled once this
 		// commit, and every one numbered before it, has committed or failed.
-		n := s.feed.give()
+		n, err := s.give(now)
+		if err != nil {
+			return store.AddResult{}, err
+		}
 		defer s.feed.done(n)
 		if err := writeRecord(b, n, now, l, writes); err != nil {
 			return store.AddResult{}, err

@@ -24,8 +24,13 @@ func open(t testing.TB, dir string, now func() time.Time) *embedded.Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
-		return open(t, t.TempDir(), now)
+	storetest.RunWith(t, func(t *testing.T, now func() time.Time, opts storetest.Options) store.Store {
+		s, err := embedded.Open(embedded.Config{Dir: t.TempDir(), Now: now, FeedRetention: opts.FeedRetention})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
 	})
 }
 

@@ -3,6 +3,8 @@ package embedded
 import (
 	"context"
 	"os"
+
+	"github.com/listgate/listgate/store"
 )
 
 // BlockBytesRead is the bytes of the blocks the store's scans read.
@@ -30,3 +32,33 @@ func (s *Store) TakeTurns() (release func()) { return s.turns.Take() }
 func (s *Store) PutFeatureRecord(entityType, name, version string, record []byte) error {
 	return s.db.Set(featureKey(entityType, name, version), record, nil)
 }
+
+// GiveUpANumber numbers a record and gives the number up, as an add whose
+// commit fails does.
+func (s *Store) GiveUpANumber() error {
+	n, err := s.give(s.now())
+	if err != nil {
+		return err
+	}
+	s.feed.done(n)
+	return nil
+}
+
+// RecordNumber is the number of the record of a position of this feed.
+func (s *Store) RecordNumber(p store.Position) (uint64, bool) { return s.feed.seqOf(p.Record) }
+
+// SweepFeed sweeps the records past the retention, as the sweep loop does.
+func (s *Store) SweepFeed() error { return s.sweepFeed() }
+
+// OnTargetChecked runs f between the check of a backup's folder and the
+// write, until restore. Tests that call it must not run in parallel with
+// backups.
+func OnTargetChecked(f func()) (restore func()) {
+	targetChecked = f
+	return func() { targetChecked = func() {} }
+}
+
+// The cases of the conformance suite this store passes that not every
+// store does yet (storetest).
+func (s *Store) RefusesReadsPastRetention()  {}
+func (s *Store) RefusesPositionsOfNoRecord() {}

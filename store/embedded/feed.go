@@ -18,99 +18,153 @@ import (
 
 // The change feed, kept in the database with the items: an add's record
 // is written in the add's own batch, so an add and its record are one
-// write, and positions survive a restart. Records are numbered in the
-// order their adds commit (feedSeq); they are kept for FeedRetention,
-// then swept.
+// write, and positions survive a restart. Records are numbered as their
+// adds begin to commit, by the time in ns (feedSeq); they are kept for
+// FeedRetention, then swept.
 //
 //	g <seq (8 bytes)>                 →  at (8 bytes, unix ns) + list id
 //	c <list id> <seq (8 bytes)>       →  at (8 bytes) + the items: (uvarint len, key, uvarint len, value)…
 //	m feed                            →  epoch (8 bytes) + floor (8 bytes)
+//	m reserve                         →  the highest number that may have been given (8 bytes)
 //
 // A list id is <feature key> 00 <created at (8 bytes)> <entity id> 00.
-// The epoch is drawn when the feed begins: a position of another data
-// folder names another epoch. The floor is the oldest number not swept.
+// The epoch is drawn when the feed begins, and again in a backup (Backup):
+// a position of another data folder, or of the folder a backup was made
+// of, names another epoch. The floor is the oldest number not swept.
 const (
 	feedPrefix   = 'g'
 	changePrefix = 'c'
 	metaPrefix   = 'm'
 )
 
-var feedMetaKey = []byte{metaPrefix, 'f', 'e', 'e', 'd'}
-
-// positionKind starts every record position of this store, so that a
-// position of another kind of store is told apart at once.
-const positionKind = 'e'
+var (
+	feedMetaKey = []byte{metaPrefix, 'f', 'e', 'e', 'd'}
+	reserveKey  = []byte{metaPrefix, 'r', 'e', 's', 'e', 'r', 'v', 'e'}
+)
 
 // DefaultFeedRetention is how long records are kept, as on a cluster.
 const DefaultFeedRetention = 10 * time.Minute
 
-// feedSeq numbers records in the order their adds commit. Numbers are
-// given before a commit; the feed is settled up to the highest number
-// below which every add has committed or given up, and readers never read
-// past it, so that no record can appear before one read.
+// reserveAhead is how far past the number it gives the numbering writes
+// down that it may have gone (reserveKey): at most one synced write that
+// often, and a restart numbers from there on.
+const reserveAhead = 10 * time.Second
+
+// feedSeq numbers records in the order their adds commit. A number is the
+// time in ns as it is given, or one more than the last if that is later:
+// it says when, not how many adds came before it (another tenant's
+// included), and no number is given twice, across restarts too, whatever
+// the clock does: a restart numbers past every number the last run may
+// have given (reserved), committed or not, so that a position handed out
+// at a number given up never names a later record. Numbers are given
+// before a commit; the feed is settled up to the highest number below
+// which every add has committed or given up, and readers never read past
+// it, so that no record can appear before one read.
 type feedSeq struct {
 	epoch [8]byte // set at Open
 
-	mu      sync.Mutex
-	next    uint64              // the next number to give
-	pending map[uint64]struct{} // given, not yet committed or given up
-	settled uint64              // every number up to it is committed or given up
-	floor   uint64              // the oldest number not swept
-	moved   chan struct{}       // closed, and replaced, when settled moves
+	// mu guards what follows. Once in reserveAhead give holds it through
+	// a synced write of the reserve: the readers and adds of that moment
+	// wait for it.
+	mu       sync.Mutex
+	last     uint64              // the last number given
+	reserved uint64              // no number past it was given: written down (reserveKey) before one is
+	pending  map[uint64]struct{} // given, not yet committed or given up
+	settled  uint64              // every number up to it is committed or given up
+	floor    uint64              // the oldest number not swept
+	moved    chan struct{}       // closed, and replaced, when settled moves
 }
 
-// openFeed reads the feed's epoch and floor, making them for a new
-// folder, and numbers on from the newest record kept.
+// openFeed reads the feed's epoch, floor and reserve, making them for a
+// new folder, and numbers on past the newest record kept and every number
+// the last run may have given.
 func (s *Store) openFeed() error {
 	f := &s.feed
 	f.pending, f.moved = map[uint64]struct{}{}, make(chan struct{})
-	v, closer, err := s.db.Get(feedMetaKey)
+	epoch, floor, ok, err := readFeedMeta(s.db)
 	switch {
-	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return err
+	case !ok:
 		if _, err := rand.Read(f.epoch[:]); err != nil {
 			return err
 		}
 		f.floor = 1
-		if err := s.writeFeedMeta(f.floor); err != nil {
+		if err := s.db.Set(feedMetaKey, feedMeta(f.epoch, f.floor), pebble.Sync); err != nil {
 			return err
 		}
+	default:
+		f.epoch, f.floor = epoch, floor
+	}
+	f.last = f.floor - 1
+	v, closer, err := s.db.Get(reserveKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound): // a folder of before the reserve: numbered by count
 	case err != nil:
 		return fmt.Errorf("reading the change feed's state: %w", err)
 	default:
-		if len(v) != 16 {
-			closer.Close()
-			return fmt.Errorf("the change feed's state is malformed (%d bytes)", len(v))
+		well := len(v) == 8
+		if well {
+			f.reserved = binary.BigEndian.Uint64(v)
 		}
-		copy(f.epoch[:], v[:8])
-		f.floor = binary.BigEndian.Uint64(v[8:])
 		closer.Close()
+		if !well {
+			return errors.New("the change feed's reserve is malformed")
+		}
 	}
-	f.next = f.floor
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{feedPrefix}, UpperBound: []byte{feedPrefix + 1}})
 	if err != nil {
 		return err
 	}
 	defer it.Close()
 	if it.Last() {
-		f.next = max(f.next, binary.BigEndian.Uint64(it.Key()[1:])+1)
+		f.last = max(f.last, binary.BigEndian.Uint64(it.Key()[1:]))
 	}
-	f.settled = f.next - 1
+	// The last run is over: every number it gave committed or never will.
+	f.last = max(f.last, f.reserved)
+	f.settled = f.last
 	return it.Error()
 }
 
-func (s *Store) writeFeedMeta(floor uint64) error {
-	v := binary.BigEndian.AppendUint64(append([]byte(nil), s.feed.epoch[:]...), floor)
-	return s.db.Set(feedMetaKey, v, pebble.Sync)
+// readFeedMeta reads the feed's epoch and floor from db; ok false when it
+// has none.
+func readFeedMeta(db pebble.Reader) (epoch [8]byte, floor uint64, ok bool, err error) {
+	v, closer, err := db.Get(feedMetaKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return epoch, 0, false, nil
+	}
+	if err != nil {
+		return epoch, 0, false, fmt.Errorf("reading the change feed's state: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 16 {
+		return epoch, 0, false, fmt.Errorf("the change feed's state is malformed (%d bytes)", len(v))
+	}
+	return [8]byte(v[:8]), binary.BigEndian.Uint64(v[8:]), true, nil
 }
 
-// give numbers a record about to be committed; done must follow.
-func (f *feedSeq) give() uint64 {
+func feedMeta(epoch [8]byte, floor uint64) []byte {
+	return binary.BigEndian.AppendUint64(epoch[:], floor)
+}
+
+// give numbers a record about to be committed, at now; done must follow
+// unless it fails. Once in reserveAhead it writes down how far it may go
+// before it gives a number past the last reserve.
+func (s *Store) give(now time.Time) (uint64, error) {
+	f := &s.feed
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := f.next
-	f.next++
+	n := max(f.last+1, uint64(max(now.UnixNano(), 0)))
+	if n > f.reserved {
+		r := n + uint64(reserveAhead)
+		if err := s.db.Set(reserveKey, binary.BigEndian.AppendUint64(nil, r), pebble.Sync); err != nil {
+			return 0, fmt.Errorf("numbering the record of an add: %w", err)
+		}
+		f.reserved = r
+	}
+	f.last = n
 	f.pending[n] = struct{}{}
-	return n
+	return n, nil
 }
 
 // done marks n committed or given up, and moves the settled end.
@@ -118,7 +172,7 @@ func (f *feedSeq) done(n uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.pending, n)
-	settled := f.next - 1
+	settled := f.last
 	for p := range f.pending {
 		settled = min(settled, p-1)
 	}
@@ -138,13 +192,13 @@ func (f *feedSeq) state() (settled, floor uint64, moved <-chan struct{}) {
 }
 
 func (f *feedSeq) record(n uint64) string {
-	b := append(append(make([]byte, 0, 17), positionKind), f.epoch[:]...)
+	b := append(append(make([]byte, 0, store.EmbeddedRecordLen), store.EmbeddedPositionKind), f.epoch[:]...)
 	return string(binary.BigEndian.AppendUint64(b, n))
 }
 
 // seqOf reads the number of a record position of this feed.
 func (f *feedSeq) seqOf(rec string) (uint64, bool) {
-	if len(rec) != 17 || rec[0] != positionKind || rec[1:9] != string(f.epoch[:]) {
+	if len(rec) != store.EmbeddedRecordLen || rec[0] != store.EmbeddedPositionKind || rec[1:9] != string(f.epoch[:]) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64([]byte(rec[9:])), true
@@ -230,35 +284,86 @@ func (f *feedSeq) from(p store.Position) (uint64, bool) {
 	return n, ok
 }
 
-// CheckPosition says whether every record after p is kept.
+// The ways a position is not one the feed holds.
+var (
+	errOtherFolder = store.PositionExpired("the position is not one of this gateway's data folder (nor of a backup of it: a backup begins a feed of its own)")
+	errNotKept     = store.PositionExpired("the change feed no longer keeps the adds after this position (--change-feed-retention)")
+	errAhead       = store.PositionExpired("the position is ahead of the change feed (of a copy of this data folder made before it?)")
+	errNoItem      = store.PositionExpired("the position names no item the change feed holds")
+)
+
+// CheckPosition says whether every record after p is kept: p is of this
+// folder's feed, at most its settled end, not before what it keeps, and,
+// after an item, names an item of a record it holds.
 func (s *Store) CheckPosition(_ context.Context, p store.Position) error {
-	n, ok := s.feed.from(p)
-	settled, floor, _ := s.feed.state()
-	switch {
-	case !ok:
-		return store.PositionExpired("the position is not one of this gateway's data folder")
-	case n < floor:
-		return store.PositionExpired("the change feed no longer keeps the adds after this position (--change-feed-retention)")
-	case n > settled+1:
-		return store.PositionExpired("the position is ahead of the change feed (a data folder restored from an older backup?)")
-	case s.olderThanKept(n):
-		return store.PositionExpired("the change feed no longer keeps the adds after this position (--change-feed-retention)")
+	n, ok := s.feed.seqOf(p.Record)
+	if !ok {
+		return errOtherFolder
+	}
+	// The settled end first: the view then holds every record up to it.
+	settled, _, _ := s.feed.state()
+	if n > settled {
+		return errAhead
+	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	from, _ := s.feed.from(p)
+	if err := s.kept(snap, from); err != nil {
+		return err
+	}
+	if p.Item != store.AllItems {
+		c, ok, err := s.readRecordOf(snap, n)
+		if err != nil {
+			return err
+		}
+		if !ok || uint32(len(c.Items)) <= p.Item {
+			return errNoItem
+		}
 	}
 	return nil
 }
 
-// olderThanKept says whether the first record from n on is past the
-// retention: swept or not yet, it is no longer kept.
-func (s *Store) olderThanKept(n uint64) bool {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: feedKey(n), UpperBound: []byte{feedPrefix + 1}})
+// kept says, as errNotKept, whether the view r, taken before the call,
+// lacks records from the number n on that the feed held: swept (the floor
+// is read after r was taken, and the sweep raises it before it deletes,
+// so records r lacks are below it) or past the retention, swept or not
+// yet.
+func (s *Store) kept(r pebble.Reader, n uint64) error {
+	if _, floor, _ := s.feed.state(); n < floor {
+		return errNotKept
+	}
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: feedKey(n), UpperBound: []byte{feedPrefix + 1}})
 	if err != nil {
-		return false
+		return err
 	}
 	defer it.Close()
-	if !it.First() || len(it.Value()) < 8 {
-		return false
+	if it.First() && len(it.Value()) >= 8 && int64(binary.BigEndian.Uint64(it.Value())) < s.now().Add(-s.cfg.FeedRetention).UnixNano() {
+		return errNotKept
 	}
-	return int64(binary.BigEndian.Uint64(it.Value())) < s.now().Add(-s.cfg.FeedRetention).UnixNano()
+	return it.Error()
+}
+
+// readRecordOf reads the record numbered n in the view r; ok false when
+// it holds none.
+func (s *Store) readRecordOf(r pebble.Reader, n uint64) (store.Change, bool, error) {
+	v, closer, err := r.Get(feedKey(n))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return store.Change{}, false, nil
+	}
+	if err != nil {
+		return store.Change{}, false, fmt.Errorf("reading the change feed: %w", err)
+	}
+	head := bytes.Clone(v)
+	closer.Close()
+	if len(head) < 8 {
+		return store.Change{}, false, errors.New("a change record's head is malformed")
+	}
+	id, ok := parseListID(head[8:])
+	if !ok {
+		return store.Change{}, false, errors.New("a change record's head is malformed")
+	}
+	c, err := s.readChange(r, s.feed.record(n), id, head[8:], n)
+	return c, err == nil, err
 }
 
 // PositionTime is when the record numbered in p was recorded, as its head
@@ -283,7 +388,7 @@ func (s *Store) PositionTime(p store.Position) (time.Time, bool) {
 func (s *Store) WaitFeed(ctx context.Context, after store.Position) error {
 	from, ok := s.feed.from(after)
 	if !ok {
-		return store.PositionExpired("the position is not one of this gateway's data folder")
+		return errOtherFolder
 	}
 	for {
 		settled, _, moved := s.feed.state()
@@ -299,18 +404,26 @@ func (s *Store) WaitFeed(ctx context.Context, after store.Position) error {
 }
 
 // ReadFeed reads the records after `after` up to the settled end: their
-// numbers and lists, then the records of the lists watched.
+// numbers and lists, then the records of the lists watched, all in one
+// view of the database. A read from a number the feed no longer keeps
+// fails (kept) rather than skip what was swept.
 func (s *Store) ReadFeed(ctx context.Context, after store.Position, watched func(store.ListID) bool, maxBytes int) ([]store.Change, store.Position, error) {
 	from, ok := s.feed.from(after)
 	if !ok {
-		return nil, after, store.PositionExpired("the position is not one of this gateway's data folder")
+		return nil, after, errOtherFolder
 	}
+	// The settled end first: the view then holds every record up to it.
 	settled, _, _ := s.feed.state()
 	reached := after
 	if from > settled {
 		return nil, reached, nil
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: feedKey(from), UpperBound: feedKey(settled + 1)})
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	if err := s.kept(snap, from); err != nil {
+		return nil, reached, err
+	}
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: feedKey(from), UpperBound: feedKey(settled + 1)})
 	if err != nil {
 		return nil, reached, err
 	}
@@ -326,17 +439,15 @@ func (s *Store) ReadFeed(ctx context.Context, after store.Position, watched func
 		if v := it.Value(); len(v) > 8 {
 			id, ok := parseListID(v[8:])
 			if ok && watched(id) {
-				c, err := s.readChange(rec, id, v[8:], n)
+				c, err := s.readChange(snap, rec, id, v[8:], n)
 				if err != nil {
 					return out, reached, err
 				}
-				if c != nil {
-					if len(out) > 0 && size+store.ChangeBytes(*c) > maxBytes {
-						return out, reached, nil // the rest next time
-					}
-					out = append(out, *c)
-					size += store.ChangeBytes(*c)
+				if len(out) > 0 && size+store.ChangeBytes(c) > maxBytes {
+					return out, reached, nil // the rest next time
 				}
+				out = append(out, c)
+				size += store.ChangeBytes(c)
 			}
 		}
 		reached = store.Position{Record: rec, Item: store.AllItems}
@@ -347,34 +458,37 @@ func (s *Store) ReadFeed(ctx context.Context, after store.Position, watched func
 	return out, store.Position{Record: s.feed.record(settled), Item: store.AllItems}, nil
 }
 
-// readChange reads the record n of a list; nil when swept meanwhile.
-func (s *Store) readChange(rec string, id store.ListID, list []byte, n uint64) (*store.Change, error) {
-	v, closer, err := s.db.Get(changeKey(list, n))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, nil
-	}
+// readChange reads the record n of a list in the view r, which holds its
+// head: the two are written, and swept, in one batch.
+func (s *Store) readChange(r pebble.Reader, rec string, id store.ListID, list []byte, n uint64) (store.Change, error) {
+	v, closer, err := r.Get(changeKey(list, n))
 	if err != nil {
-		return nil, fmt.Errorf("reading the change feed: %w", err)
+		return store.Change{}, fmt.Errorf("reading the change feed's record %d: %w", n, err)
 	}
 	defer closer.Close()
-	c, err := readRecord(rec, id, v)
-	return &c, err
+	return readRecord(rec, id, v)
 }
 
 // ListFeed reads the records of one list after `after` up to upTo's, by
-// the list's own keys: it looks at no other list's.
+// the list's own keys: it looks at no other list's. Like ReadFeed, it
+// reads one view, and fails rather than skip what was swept.
 func (s *Store) ListFeed(ctx context.Context, l store.List, after, upTo store.Position, maxBytes int) ([]store.Change, store.Position, int, error) {
 	from, ok := s.feed.from(after)
 	last, ok2 := s.feed.seqOf(upTo.Record)
 	if !ok || !ok2 {
-		return nil, after, 0, store.PositionExpired("the position is not one of this gateway's data folder")
+		return nil, after, 0, errOtherFolder
 	}
 	reached := after
 	if from > last {
 		return nil, reached, 0, nil
 	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	if err := s.kept(snap, from); err != nil {
+		return nil, reached, 0, err
+	}
 	list := listID(l.ID())
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: changeKey(list, from), UpperBound: changeKey(list, last+1)})
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: changeKey(list, from), UpperBound: changeKey(list, last+1)})
 	if err != nil {
 		return nil, reached, 0, err
 	}
@@ -432,8 +546,7 @@ func (s *Store) sweepFeed() error {
 		if err == nil && next > floor {
 			err = b.DeleteRange(feedKey(floor), feedKey(next), nil)
 			if err == nil {
-				v := binary.BigEndian.AppendUint64(append([]byte(nil), s.feed.epoch[:]...), next)
-				err = b.Set(feedMetaKey, v, nil)
+				err = b.Set(feedMetaKey, feedMeta(s.feed.epoch, next), nil)
 			}
 			if err == nil {
 				// The floor rises before the records go, so that no reader

@@ -12,71 +12,76 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// The store's files hold every list's values: they are its user's alone.
-// Pebble makes folders 0755 and files 0666, less the umask (0644 under the
-// usual 022). privateFS makes each folder it creates 0700 and each file
-// 0600, and tighten takes the group's and others' bits off what is there
-// already. A wrapping file system rather than a umask set at start: it
-// holds in every process that opens a store (the gateway, listgate
-// backup, tests) and changes nothing else those processes create.
+// The store's files hold every list's values: they are its user's alone,
+// from the moment they exist. Pebble makes folders 0755 and files 0666,
+// less the umask (0644 under the usual 022). privateFS makes each folder
+// it creates 0700 and each file 0600 as it is created: a file is made
+// 0600 first, and Pebble then opens it as it is, so that no other user
+// could open it in between. tighten takes the group's and others' bits
+// off what is there already. A wrapping file system rather than a umask
+// set at start: it holds in every process that opens a store (the
+// gateway, listgate backup, tests) and changes nothing else those
+// processes create.
 const (
 	folderMode = 0o700
 	fileMode   = 0o600
 )
 
 // privateFS is Pebble's file system, making what it creates private.
-// Link and Rename keep a file's mode, so they need nothing.
+// Link, Rename and ReuseForWrite keep a file's mode, so they need nothing.
 type privateFS struct{ vfs.FS }
 
 // privateFiles is the operating system's files, made private.
 var privateFiles vfs.FS = privateFS{vfs.Default}
 
+// Create makes name a new, empty file, removing one there (as Pebble's
+// Create does, so that a file hard-linked elsewhere is left whole).
 func (p privateFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := p.FS.Create(name, category)
-	return private(name, f, err)
+	err := createPrivate(name)
+	for errors.Is(err, fs.ErrExist) {
+		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		err = createPrivate(name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p.FS.OpenReadWrite(name, category)
 }
 
 func (p privateFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
-	f, err := p.FS.OpenReadWrite(name, category, opts...)
-	return private(name, f, err)
-}
-
-func (p privateFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := p.FS.ReuseForWrite(oldname, newname, category)
-	return private(newname, f, err)
+	if err := createPrivate(name); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	return p.FS.OpenReadWrite(name, category, opts...)
 }
 
 func (p privateFS) MkdirAll(dir string, _ os.FileMode) error {
 	return p.FS.MkdirAll(dir, folderMode)
 }
 
-// Lock changes the lock file's mode by its name: opening and closing it
-// again would drop the lock (fcntl's locks belong to the process).
+// Lock makes the lock file first only when there is none: closing a
+// descriptor of a file this process has locked would drop the lock
+// (fcntl's locks belong to the process), and one that exists was made
+// private when it was made, or by tighten.
 func (p privateFS) Lock(name string) (io.Closer, error) {
-	c, err := p.FS.Lock(name)
-	if err != nil {
+	if err := createPrivate(name); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, err
 	}
-	if err := os.Chmod(name, fileMode); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return p.FS.Lock(name)
 }
 
 func (p privateFS) Unwrap() vfs.FS { return p.FS }
 
-// private makes the file f, just opened as name, its user's alone. Its
-// folder is already, so nobody else could reach it in between.
-func private(name string, f vfs.File, err error) (vfs.File, error) {
+// createPrivate makes name an empty file, its user's alone; fs.ErrExist
+// when there is one.
+func createPrivate(name string) error {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := os.Chmod(name, fileMode); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return f.Close()
 }
 
 // tighten takes the group's and others' bits off the data folder dir and

@@ -37,12 +37,49 @@ type TurnTaker interface {
 	TakeTurns() (release func())
 }
 
+// PastRetentionRefuser is implemented by stores whose reads of the feed
+// fail with PositionExpired from a position whose next records have
+// passed the retention, swept or not, rather than skip them. A store
+// without it skips that case (the CQL store, until it does).
+type PastRetentionRefuser interface {
+	RefusesReadsPastRetention()
+}
+
+// ExactPositionChecker is implemented by stores whose CheckPosition
+// refuses a position no reader was given: after an item of a record the
+// feed does not hold, or one it holds with no such item, or after a
+// record past the settled end. A store without it skips that case (the
+// CQL store, until it does).
+type ExactPositionChecker interface {
+	RefusesPositionsOfNoRecord()
+}
+
 // NewStore opens a store whose clock is now. Stores it returns may share
 // their data; every test uses entity types of its own.
 type NewStore func(t *testing.T, now func() time.Time) store.Store
 
-// Run runs the suite.
+// Options are what a case may ask of a store beyond its clock; the zero
+// value asks for the store's defaults.
+type Options struct {
+	FeedRetention time.Duration // how long the change feed keeps its records
+}
+
+// NewStoreWith opens a store as NewStore does, as opts say.
+type NewStoreWith func(t *testing.T, now func() time.Time, opts Options) store.Store
+
+// Run runs the suite on stores opened with their defaults: a case that
+// asks for others (Options) is skipped.
 func Run(t *testing.T, open NewStore) {
+	RunWith(t, func(t *testing.T, now func() time.Time, opts Options) store.Store {
+		if opts != (Options{}) {
+			t.Skipf("this case needs a store opened with %+v: run the suite with storetest.RunWith", opts)
+		}
+		return open(t, now)
+	})
+}
+
+// RunWith runs the suite.
+func RunWith(t *testing.T, open NewStoreWith) {
 	for _, tc := range []struct {
 		name string
 		test func(t *testing.T, h *harness)
@@ -83,11 +120,13 @@ func Run(t *testing.T, open NewStore) {
 		{"ListFeedResumesFromAPosition", testListFeed},
 		{"OnlyLiveFeaturesRecordTheirAdds", testLiveFlag},
 		{"LongScansTakeTurns", testLongScansTakeTurns},
+		{"ACatchUpPastTheRetentionFails", testCatchUpPastRetention},
+		{"PositionsOfNoRecordAreRefused", testPositionsOfNoRecord},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := &harness{t: t, ctx: context.Background(), entityType: uniqueEntityType()}
-			h.s = open(t, func() time.Time { return time.Now().Add(time.Duration(h.offset.Load())) })
+			h := &harness{t: t, ctx: context.Background(), entityType: uniqueEntityType(), open: open}
+			h.s = open(t, h.now, Options{})
 			tc.test(t, h)
 		})
 	}
@@ -107,6 +146,15 @@ type harness struct {
 	s          store.Store
 	entityType string
 	offset     atomic.Int64 // added to the store's clock
+	open       NewStoreWith
+}
+
+// now is the stores' clock.
+func (h *harness) now() time.Time { return time.Now().Add(time.Duration(h.offset.Load())) }
+
+// reopen makes h.s a store opened as opts say, with the same clock.
+func (h *harness) reopen(opts Options) {
+	h.s = h.open(h.t, h.now, opts)
 }
 
 // feature creates a feature of the test's entity type.
