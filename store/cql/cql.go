@@ -136,6 +136,7 @@ type statements struct {
 	fetchItems, insertItem, deleteItems, deleteBelow, deleteList, selectTTL       string
 	countRows, insertChange, selectChangeHeads, selectChanges, selectChangeIDs    string
 	publishWriter, releaseWriter, selectWriters, selectReplication                string
+	selectChangeKeys                                                              string
 	insertFeature, selectFeature, selectFeatures, selectFeaturesOfType            string
 	recreateFeature, deleteFeature, schemaTables, schemaColumns, addFeatureColumn string
 	setFeatureLive                                                                string
@@ -161,6 +162,7 @@ func newStatements(ks string) statements {
 		insertChange:      "INSERT INTO " + ks + ".list_changes (bucket, shard, id, feature_key, created_at, entity_id, item_keys, item_values, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
 		selectChangeHeads: "SELECT id, feature_key, created_at, entity_id, bytes FROM " + ks + ".list_changes WHERE bucket = ? AND shard = ? AND id > ? AND id < ? LIMIT ?",
 		selectChangeIDs:   "SELECT id FROM " + ks + ".list_changes WHERE bucket = ? AND shard = ? AND id > ? AND id < ?",
+		selectChangeKeys:  "SELECT item_keys FROM " + ks + ".list_changes WHERE bucket = ? AND shard = ? AND id = ?",
 		publishWriter:     "INSERT INTO " + ks + ".list_change_writers (feed, writer, closed, expires) VALUES (0, ?, ?, ?) USING TTL ?",
 		releaseWriter:     "DELETE FROM " + ks + ".list_change_writers WHERE feed = 0 AND writer = ?",
 		selectWriters:     "SELECT writer, closed, expires FROM " + ks + ".list_change_writers WHERE feed = 0",

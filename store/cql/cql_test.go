@@ -13,9 +13,12 @@ import (
 
 func TestConformance(t *testing.T) {
 	cqltest.Hosts(t) // once here, not in every case of the suite
-	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+	storetest.RunWith(t, func(t *testing.T, now func() time.Time, opts storetest.Options) store.Store {
 		cfg := cqltest.Config(t)
 		cfg.Now = now
+		if opts.FeedRetention > 0 {
+			cfg.Feed.Retention = opts.FeedRetention
+		}
 		return cqltest.Open(t, cfg)
 	})
 }

@@ -3,6 +3,7 @@ package cql
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -197,8 +198,10 @@ func (s *Store) expired(t int64) string {
 	return ""
 }
 
-// CheckPosition says whether the records after p are still kept.
-func (s *Store) CheckPosition(_ context.Context, p store.Position) error {
+// CheckPosition says whether the records after p are still kept, and p
+// is one a reader was given: the end of a tick (a head, FeedHead), or a
+// record the feed holds, after one of its items or all of them.
+func (s *Store) CheckPosition(ctx context.Context, p store.Position) error {
 	t, ok := s.tickOf(p.Record)
 	switch {
 	case !ok:
@@ -207,8 +210,42 @@ func (s *Store) CheckPosition(_ context.Context, p store.Position) error {
 		return store.PositionExpired(s.expired(t))
 	case t > ticks(s.clock.Now().Add(s.clock.maxOffset)):
 		return store.PositionExpired("the position is ahead of the change feed")
+	case p == s.endOf(t):
+		return nil
+	}
+	n, err := s.recordItems(ctx, p.Record, t)
+	switch {
+	case err != nil:
+		return err
+	case n < 0:
+		return store.PositionExpired("the position names no record of the change feed")
+	case p.Item != store.AllItems && int(p.Item) >= n:
+		return store.PositionExpired(fmt.Sprintf("the position names item %d of a record of %d items", p.Item, n))
 	}
 	return nil
+}
+
+// recordItems is how many items the record rec (of the tick t) holds, -1
+// if the feed holds no such record. Its shard is not in its position: each
+// is asked.
+func (s *Store) recordItems(ctx context.Context, rec string, t int64) (int, error) {
+	var id gocql.UUID
+	binary.BigEndian.PutUint32(id[0:], uint32(t))
+	binary.BigEndian.PutUint16(id[4:], uint16(t>>32))
+	binary.BigEndian.PutUint16(id[6:], uint16(t>>48)&0x0fff|0x1000)
+	copy(id[8:], rec[13:])
+	for shard := range s.cfg.Feed.Shards {
+		var keys []string
+		err := s.session.Query(s.stmt.selectChangeKeys, bucketOf(timeOf(t)), shard, id).WithContext(ctx).
+			Consistency(s.cfg.ReadConsistency).Idempotent(true).Scan(&keys)
+		switch {
+		case err == nil:
+			return len(keys), nil
+		case !errors.Is(err, gocql.ErrNotFound):
+			return 0, classify("reading a record of the change feed", err)
+		}
+	}
+	return -1, nil
 }
 
 // PositionTime is the time of the record position's time UUID, by the

@@ -57,8 +57,3 @@ func OnTargetChecked(f func()) (restore func()) {
 	targetChecked = f
 	return func() { targetChecked = func() {} }
 }
-
-// The cases of the conformance suite this store passes that not every
-// store does yet (storetest).
-func (s *Store) RefusesReadsPastRetention()  {}
-func (s *Store) RefusesPositionsOfNoRecord() {}

@@ -15,9 +15,6 @@ import (
 // feed from there, rather than skip what the feed no longer keeps, swept
 // or not yet: the client is told to read the list again.
 func testCatchUpPastRetention(t *testing.T, h *harness) {
-	if _, ok := h.s.(PastRetentionRefuser); !ok {
-		t.Skipf("%T may read past records it no longer keeps (storetest.PastRetentionRefuser)", h.s)
-	}
 	const retention = 5 * time.Second
 	h.reopen(Options{FeedRetention: retention})
 	l := h.list(h.live(h.feature("feed", "", time.Hour)), "slow")
@@ -66,9 +63,6 @@ func testCatchUpPastRetention(t *testing.T, h *harness) {
 // after a whole record past the settled end. Taken, it could skip the
 // items of a record that comes later.
 func testPositionsOfNoRecord(t *testing.T, h *harness) {
-	if _, ok := h.s.(ExactPositionChecker); !ok {
-		t.Skipf("%T may take a position it gave no reader (storetest.ExactPositionChecker)", h.s)
-	}
 	l := h.list(h.live(h.feature("feed", "", time.Hour)), "u")
 	head, err := h.s.FeedHead(h.ctx)
 	if err != nil {

@@ -37,23 +37,6 @@ type TurnTaker interface {
 	TakeTurns() (release func())
 }
 
-// PastRetentionRefuser is implemented by stores whose reads of the feed
-// fail with PositionExpired from a position whose next records have
-// passed the retention, swept or not, rather than skip them. A store
-// without it skips that case (the CQL store, until it does).
-type PastRetentionRefuser interface {
-	RefusesReadsPastRetention()
-}
-
-// ExactPositionChecker is implemented by stores whose CheckPosition
-// refuses a position no reader was given: after an item of a record the
-// feed does not hold, or one it holds with no such item, or after a
-// record past the settled end. A store without it skips that case (the
-// CQL store, until it does).
-type ExactPositionChecker interface {
-	RefusesPositionsOfNoRecord()
-}
-
 // NewStore opens a store whose clock is now. Stores it returns may share
 // their data; every test uses entity types of its own.
 type NewStore func(t *testing.T, now func() time.Time) store.Store
