@@ -59,10 +59,13 @@ type Feature struct {
 	// second write, paid only for the features that need it. Features
 	// stored before the flag existed read as live.
 	Live bool
-	// LiveSince is when SetFeatureLive last made it live; zero when it is
-	// live since its creation (every gateway that knows it records), or
-	// not live. Until every gateway has seen the change, one may still add
-	// without recording: CheckLiveSince.
+	// LiveSince is when SetFeatureLive last made it live, each time later
+	// than the time before (NextLiveSince), and kept while it is not live;
+	// zero when it has been live since its creation (every gateway that
+	// knows it records) or never live. Until every gateway has seen the
+	// change, one may still add without recording: CheckLiveSince. A
+	// subscription whose feature's LiveSince changes ends: the adds in
+	// between were not all recorded.
 	LiveSince time.Time
 }
 
@@ -273,6 +276,18 @@ func CheckRecreate(old, f *Feature, deletedAt, now time.Time, wait time.Duration
 			f.Key(), errkind.Conflict, now.Sub(deletedAt).Round(time.Second), int(left.Seconds()+0.999))
 	}
 	return nil
+}
+
+// NextLiveSince is the LiveSince of a feature made live at now, whose
+// LiveSince was last: to the millisecond, and later than last, so that a
+// feature made not live and live again within a millisecond still shows
+// the change.
+func NextLiveSince(now, last time.Time) time.Time {
+	t := now.Truncate(time.Millisecond).UTC()
+	if !t.After(last) {
+		t = last.Add(time.Millisecond).UTC()
+	}
+	return t
 }
 
 // CheckLiveSince says whether a subscription to f may start at now: a

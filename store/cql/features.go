@@ -167,10 +167,12 @@ func (s *Store) SetFeatureLive(ctx context.Context, entityType, name, version st
 	if f.Live == live {
 		return f, nil
 	}
-	f.Live, f.LiveSince = live, time.Time{}
-	var since any
+	f.Live = live
 	if live {
-		f.LiveSince = s.clock.Now().Truncate(time.Millisecond).UTC() // as the feed's records are stamped
+		f.LiveSince = store.NextLiveSince(s.clock.Now(), f.LiveSince) // by the clock the feed's records are stamped by
+	}
+	var since any
+	if !f.LiveSince.IsZero() {
 		since = f.LiveSince
 	}
 	applied, err := s.session.Query(s.stmt.setFeatureLive, live, since, entityType, name, version, f.CreatedAt).

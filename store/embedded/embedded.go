@@ -525,9 +525,9 @@ func (s *Store) SetFeatureLive(_ context.Context, entityType, name, version stri
 	if rec.NotLive == !live {
 		return rec.feature(entityType, name, version), nil
 	}
-	rec.NotLive, rec.LiveSince = !live, time.Time{}
+	rec.NotLive = !live
 	if live {
-		rec.LiveSince = s.now().Truncate(time.Millisecond).UTC()
+		rec.LiveSince = store.NextLiveSince(s.now(), rec.LiveSince)
 	}
 	if err := s.writeFeature(k, rec); err != nil {
 		return store.Feature{}, fmt.Errorf("setting feature %s live: %w", keys.FeatureKey(entityType, name, version), err)

@@ -1367,6 +1367,20 @@ func testLiveFlag(t *testing.T, h *harness) {
 	if err != nil || off.Live || !off.LiveSince.IsZero() {
 		t.Fatalf("made not live: live %v since %v, %v", off.Live, off.LiveSince, err)
 	}
+	// Made not live and live again, at once and again: each time later.
+	since := made.LiveSince
+	for range 3 {
+		if off, err := h.s.SetFeatureLive(h.ctx, made.EntityType, made.Name, made.Version, false); err != nil || off.Live || !off.LiveSince.Equal(since) {
+			t.Fatalf("made not live: live %v since %v, %v; want since %v kept", off.Live, off.LiveSince, err, since)
+		}
+		on, err := h.s.SetFeatureLive(h.ctx, made.EntityType, made.Name, made.Version, true)
+		if err != nil || !on.Live || !on.LiveSince.After(since) {
+			t.Fatalf("made live again: live %v since %v, %v; want after %v", on.Live, on.LiveSince, err, since)
+		}
+		since = on.LiveSince
+	}
+	made.LiveSince = since
+	q = h.list(&made, "u")
 	head, err = h.s.FeedHead(h.ctx)
 	if err != nil {
 		t.Fatal(err)
