@@ -67,10 +67,7 @@ func (h *Hub) follow() {
 				continue // the new run is read from its start, at once
 			}
 			if errors.Is(err, errkind.PositionExpired) {
-				// The feed no longer keeps what comes after the cursor: no
-				// subscription of this run can get every add. Each ends,
-				// saying so, and the next one begins a run from the head.
-				h.expire(run, err)
+				h.expire(ctx, run, at, err)
 				continue
 			}
 			if time.Since(failing) > time.Minute {
@@ -186,17 +183,48 @@ func (h *Hub) cover(r uint64) {
 	}
 }
 
-// expire ends every subscription of the run with err: the hub fell behind
-// what the feed keeps.
-func (h *Hub) expire(run uint64, err error) {
+// expire handles a read of the feed after the cursor at, of the run, that
+// the feed no longer keeps (the gateway fell behind it by the retention):
+// the subscriptions that need what came after at end with err, saying
+// so; those that started after it, at a place the feed keeps, go on, and
+// the cursor moves to the earliest of their starts. The store is asked
+// with no lock held.
+func (h *Hub) expire(ctx context.Context, run uint64, at store.Position, err error) {
+	h.mu.Lock()
+	var starts []store.Position
+	if run == h.run {
+		for _, w := range h.lists {
+			for s := range w.subs {
+				if !s.start.Less(at) {
+					starts = append(starts, s.start)
+				}
+			}
+		}
+	}
+	h.unlock()
+	kept := map[store.Position]bool{}
+	for _, p := range starts {
+		if _, ok := kept[p]; !ok {
+			kept[p] = h.cfg.Store.CheckPosition(ctx, p) == nil
+		}
+	}
 	h.mu.Lock()
 	defer h.unlock()
 	if run != h.run {
 		return
 	}
+	var next *store.Position
 	for _, w := range h.lists {
 		for s := range w.subs {
-			h.end(s, err, endedExpired)
+			// One that joined meanwhile started at the head, after at.
+			if ok, checked := kept[s.start]; s.start.Less(at) || checked && !ok {
+				h.end(s, err, endedExpired)
+			} else if next == nil || s.start.Less(*next) {
+				next = &s.start
+			}
 		}
+	}
+	if next != nil {
+		h.cursor = *next
 	}
 }

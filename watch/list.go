@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 )
@@ -19,10 +21,18 @@ type listName struct{ feature, entity string }
 
 func nameOf(id store.ListID) listName { return listName{id.Feature, id.EntityID} }
 
-// recreated is the error that ends a subscription to a feature deleted
-// and created again since it began.
-func recreated(l store.List) error {
-	return fmt.Errorf("feature %s: %w: it was deleted, or created again, since the subscription began; subscribe again", l.Feature.Key(), errkind.NotFound)
+// changed is why a subscription to the feature was ends, now that it is
+// now, and the error that ends it, or nil if now is no later: created
+// again (NOT_FOUND), or made not live and live again (POSITION_EXPIRED),
+// as Config.Current would say.
+func changed(was, now *store.Feature) (metric.AddOption, error) {
+	switch {
+	case now.CreatedAt.After(was.CreatedAt):
+		return endedNotFound, fmt.Errorf("feature %s: %w: it was deleted, or created again, since the subscription began; subscribe again", was.Key(), errkind.NotFound)
+	case now.CreatedAt.Equal(was.CreatedAt) && now.LiveSince.After(was.LiveSince):
+		return endedExpired, store.PositionExpired(fmt.Sprintf("feature %s was made not live and live again since the subscription began, and the adds made while it was not live were not recorded", was.Key()))
+	}
+	return nil, nil
 }
 
 // list is a watched list: the items its slowest subscription has not

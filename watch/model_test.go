@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/embedded"
 	"github.com/listgate/listgate/store/keys"
 	"github.com/listgate/listgate/watch"
 )
@@ -34,7 +36,16 @@ import (
 //   - a position is the same for an item through every hub;
 //   - TOO_SLOW names the position after the last item the client was sent,
 //     and resuming from it delivers exactly the rest;
-//   - a subscription to a feature deleted and created again ends NOT_FOUND.
+//   - a subscription to a feature deleted and created again ends NOT_FOUND;
+//     an add through a gateway that has not seen it created again (on
+//     Cassandra, where gateways cache features) reaches the new one's;
+//   - a subscription to a feature made not live and live again ends
+//     POSITION_EXPIRED (or BAD_USER_INPUT, seen while not live), and the
+//     add made in between, not recorded, reaches nobody;
+//   - once the feed no longer keeps what follows the hub's place (the
+//     embedded store's clock moved past the retention), every
+//     subscription ends POSITION_EXPIRED, as does a client resuming from
+//     a place before then, and none skips an item.
 //
 // It runs a few seeds in `go test`; -model.seed reproduces one, and
 // FuzzHubModel runs many on the embedded store.
@@ -89,8 +100,8 @@ func runModel(t *testing.T, b backend, seed uint64, rounds int) {
 		m.add(i, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte("the end")}})
 	}
 	m.drain("the end")
-	t.Logf("seed %d: %d adds; %d subscriptions ended TOO_SLOW and resumed, %d resumed by a client back, %d ended NOT_FOUND; %d items caught up by since",
-		seed, len(m.adds), m.slow, m.back, m.notFound, m.caughtUp)
+	t.Logf("seed %d: %d adds; %d subscriptions ended TOO_SLOW and resumed, %d resumed by a client back, %d ended NOT_FOUND, POSITION_EXPIRED or BAD_USER_INPUT; %d items caught up by since; %d toggles of live, %d adds by a stale gateway, %d subscriptions past the retention",
+		seed, len(m.adds), m.slow, m.back, m.notFound, m.caughtUp, m.toggled, m.stale, m.expired)
 }
 
 // model is the contract's state, and the real hubs and subscriptions it
@@ -102,8 +113,14 @@ type model struct {
 	writer  store.Store
 	hubs    []*watch.Hub
 	feature *store.Feature
-	goneMu  sync.Mutex     // gone is read by the hubs' tick goroutines
-	gone    map[int64]bool // CreatedAt of features deleted
+	goneMu  sync.Mutex          // gone and liveAt are read by the hubs' tick goroutines
+	gone    map[int64]bool      // CreatedAt of features deleted
+	liveAt  map[int64]modelLive // by CreatedAt: whether the feature is live, since when
+	prev    *store.Feature      // the feature as it was before it was created again: a stale gateway's
+	offset  *atomic.Int64       // the embedded store's clock, ahead of time.Now by this (nil on Cassandra)
+	retain  time.Duration       // the embedded store's --change-feed-retention
+	ages    int                 // times its clock moved past the retention
+	addAge  []int               // ages when each add was made
 	lists   []store.List
 	content []map[string]store.Item // each list's items by key, as reads show them
 	adds    []modelAdd              // every add, in order
@@ -116,8 +133,16 @@ type model struct {
 	named   int                       // subscriptions made
 	// What the run went through: subscriptions ended TOO_SLOW and
 	// resumed, resumed by a client that came back, ended NOT_FOUND, and
-	// items of catch-ups by since.
+	// items of catch-ups by since; toggles of live, adds by a stale
+	// gateway, subscriptions ended because the feed passed them.
 	slow, back, notFound, caughtUp int
+	toggled, stale, expired        int
+}
+
+// modelLive is a feature's live state, as its gateways see it.
+type modelLive struct {
+	live  bool
+	since time.Time
 }
 
 type modelAdd struct {
@@ -137,8 +162,9 @@ type modelSub struct {
 	cancel context.CancelFunc
 	want   []want
 	last   *store.Position // of the last item sent to it
-	doomed bool            // its feature was deleted: NOT_FOUND may end it
+	doomed bool            // its feature was deleted, or made not live: NOT_FOUND, POSITION_EXPIRED or BAD_USER_INPUT may end it
 	since  *store.Position // the position its catch-up by since items share
+	age    int             // ages when what it started after was added: the feed may pass it once ages grows
 }
 
 // want is an item a subscription must receive: of an add (add ≥ 0, its
@@ -149,35 +175,67 @@ type want struct {
 }
 
 func newModel(t *testing.T, b backend, seed uint64) *model {
-	writer := b.open(t)
-	stores := []store.Store{writer}
+	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, seed)), seed: seed, gone: map[int64]bool{}, liveAt: map[int64]modelLive{},
+		known: map[store.Position][2]int{}, names: map[[2]int]store.Position{}}
+	var stores []store.Store
 	if b.name == "cassandra" {
-		stores = append(stores, b.open(t)) // another session, as another gateway
+		stores = []store.Store{b.open(t), b.open(t)} // two sessions, as two gateways
+	} else {
+		// Its clock, which age moves past the feed's retention.
+		m.offset, m.retain = new(atomic.Int64), time.Hour
+		s, err := embedded.Open(embedded.Config{Dir: t.TempDir(), Limits: small, FeedRetention: m.retain,
+			Now: func() time.Time { return time.Now().Add(time.Duration(m.offset.Load())) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores = []store.Store{s}
 	}
-	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, seed)), seed: seed, writer: writer, gone: map[int64]bool{}, known: map[store.Position][2]int{}, names: map[[2]int]store.Position{}}
+	m.writer = stores[0]
 	for _, s := range stores {
 		hub, err := watch.New(watch.Config{Store: s, MaxLists: 100, Tick: 20 * time.Millisecond, Meter: metricnoop.NewMeterProvider().Meter(""),
 			SubscriptionBytes: smallAdd, ListBytes: smallAdd, TotalBytes: 3 * smallAdd / 2, SlowAfter: 50 * time.Millisecond,
-			Current: func(l store.List) error {
-				if m.isGone(l.Feature.CreatedAt.UnixNano()) {
-					return fmt.Errorf("%w: deleted", errkind.NotFound)
-				}
-				return nil
-			}})
+			Current: m.current})
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.hubs = append(m.hubs, hub)
 	}
-	m.feature = feature(t, writer, 0)
+	// Items live a day: age, which moves the embedded store's clock an
+	// hour on, expires none.
+	f, err := m.writer.CreateFeature(context.Background(), store.Feature{
+		EntityType: fmt.Sprintf("w%d_%d", time.Now().UnixNano()%1e9, seq.Add(1)), Name: "f", ValueType: store.String, TTL: 24 * time.Hour, Live: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.feature = &f
+	m.setLive(m.feature)
 	m.setLists()
 	return m
 }
 
-func (m *model) isGone(createdAt int64) bool {
+// current is what a gateway's catalog says of a watched list's feature,
+// as lists.Service says it: deleted, not live, or live since another time.
+func (m *model) current(l store.List) error {
 	m.goneMu.Lock()
 	defer m.goneMu.Unlock()
-	return m.gone[createdAt]
+	created := l.Feature.CreatedAt.UnixNano()
+	switch st := m.liveAt[created]; {
+	case m.gone[created]:
+		return fmt.Errorf("%w: deleted", errkind.NotFound)
+	case !st.live:
+		return fmt.Errorf("%w: not live", errkind.Invalid)
+	case !st.since.Equal(l.Feature.LiveSince):
+		return store.PositionExpired("made not live and live again")
+	}
+	return nil
+}
+
+// setLive tells the gateways' catalogs f's live state.
+func (m *model) setLive(f *store.Feature) {
+	m.goneMu.Lock()
+	defer m.goneMu.Unlock()
+	m.liveAt[f.CreatedAt.UnixNano()] = modelLive{f.Live, f.LiveSince}
 }
 
 func (m *model) setLists() {
@@ -215,10 +273,16 @@ func (m *model) step() {
 		m.vanish()
 	case r < 83:
 		m.resume()
-	case r < 97:
+	case r < 93:
 		m.readSome()
-	default:
+	case r < 95:
 		m.recreate()
+	case r < 97:
+		m.toggle()
+	case r < 99:
+		m.staleAdd()
+	default:
+		m.age()
 	}
 }
 
@@ -260,9 +324,13 @@ func (m *model) randomAdd() {
 }
 
 // add adds through the writer, and tells every subscription of the list
-// it must receive the add's items.
+// it must receive the add's items (none when the feature is not live).
 func (m *model) add(l int, items []store.NewItem) {
-	list := m.lists[l]
+	m.addAs(l, m.lists[l], items)
+}
+
+// addAs adds to the list l as a gateway that sees it as list.
+func (m *model) addAs(l int, list store.List, items []store.NewItem) {
 	if _, err := m.writer.AddItems(context.Background(), list, items); err != nil {
 		m.fatalf("add: %v", err)
 	}
@@ -278,8 +346,9 @@ func (m *model) add(l int, items []store.NewItem) {
 	}
 	slices.SortFunc(a.items, func(x, y store.Item) int { return strings.Compare(x.Key, y.Key) })
 	m.adds = append(m.adds, a)
+	m.addAge = append(m.addAge, m.ages)
 	for _, s := range append(m.subs, m.away...) {
-		if s.listID == a.list {
+		if s.listID.Has(a.list) && list.Feature.Live {
 			for i, it := range a.items {
 				s.want = append(s.want, want{len(m.adds) - 1, i, it})
 			}
@@ -291,7 +360,7 @@ func (m *model) add(l int, items []store.NewItem) {
 // random hub.
 func (m *model) subscribe(l int) {
 	m.named++
-	s := &modelSub{name: fmt.Sprintf("s%d", m.named), list: l, l: m.lists[l], listID: m.lists[l].ID(), hub: m.rng.IntN(len(m.hubs))}
+	s := &modelSub{name: fmt.Sprintf("s%d", m.named), list: l, l: m.lists[l], listID: m.lists[l].ID(), hub: m.rng.IntN(len(m.hubs)), age: m.ages}
 	var start watch.Start
 	if m.rng.IntN(3) == 0 && len(m.content[l]) > 0 {
 		// A since some item is at or after, so that the catch-up can be
@@ -322,14 +391,28 @@ func (m *model) subscribe(l int) {
 	}
 }
 
-func (m *model) start(s *modelSub, start watch.Start) {
+// start subscribes s; false when the feed no longer keeps what follows
+// its place, which only the store's clock moved past the retention since
+// it was added explains.
+func (m *model) start(s *modelSub, start watch.Start) bool {
+	if start.After == nil {
+		s.age = m.ages
+	} else if at, ok := m.known[*start.After]; ok {
+		s.age = m.addAge[at[0]]
+	} // else after where it began: as old as it was
 	ctx, cancel := context.WithCancel(context.Background())
 	sub, err := m.hubs[s.hub].Subscribe(ctx, s.l, start)
+	if s.age < m.ages && errors.Is(err, errkind.PositionExpired) {
+		cancel()
+		m.expired++
+		return false
+	}
 	if err != nil {
 		cancel()
 		m.fatalf("%s: subscribe: %v", s.name, err)
 	}
 	s.sub, s.cancel = sub, cancel
+	return true
 }
 
 // vanish makes a client go away, to resume later after the position of
@@ -361,7 +444,9 @@ func (m *model) resume() {
 	m.away = slices.Delete(m.away, i, i+1)
 	s.hub = m.rng.IntN(len(m.hubs))
 	s.want = slices.DeleteFunc(s.want, func(w want) bool { return w.add < 0 })
-	m.start(s, watch.Start{After: s.last})
+	if !m.start(s, watch.Start{After: s.last}) {
+		return
+	}
 	m.subs = append(m.subs, s)
 	m.back++
 	if other := m.rng.IntN(len(m.lists)); other != s.list && !s.doomed {
@@ -371,14 +456,15 @@ func (m *model) resume() {
 		}
 		o := &modelSub{name: s.name + "/" + fmt.Sprint(other), list: other, l: m.lists[other], listID: m.lists[other].ID(), hub: m.rng.IntN(len(m.hubs))}
 		for ai := at[0] + 1; ai < len(m.adds); ai++ {
-			if m.adds[ai].list == o.listID {
+			if o.listID.Has(m.adds[ai].list) {
 				for ii, it := range m.adds[ai].items {
 					o.want = append(o.want, want{ai, ii, it})
 				}
 			}
 		}
-		m.start(o, watch.Start{After: s.last})
-		m.subs = append(m.subs, o)
+		if m.start(o, watch.Start{After: s.last}) {
+			m.subs = append(m.subs, o)
+		}
 	}
 }
 
@@ -412,8 +498,69 @@ func (m *model) recreate() {
 		s.doomed = true
 	}
 	m.away = nil
-	m.feature = &again
+	m.prev, m.feature = f, &again
+	m.setLive(&again)
 	m.setLists()
+}
+
+// toggle makes the feature not live, adds to a list (not recorded), and
+// makes it live again, all before the gateways' next check: every
+// subscription of it ends, and the add reaches nobody.
+func (m *model) toggle() {
+	ctx := context.Background()
+	f := m.feature
+	off, err := m.writer.SetFeatureLive(ctx, f.EntityType, f.Name, f.Version, false)
+	if err != nil {
+		m.fatalf("made not live: %v", err)
+	}
+	m.setLive(&off)
+	l := m.rng.IntN(len(m.lists))
+	m.n++
+	m.addAs(l, store.List{Feature: &off, EntityID: m.lists[l].EntityID}, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte(fmt.Sprint("unrecorded", m.n))}})
+	on, err := m.writer.SetFeatureLive(ctx, f.EntityType, f.Name, f.Version, true)
+	if err != nil {
+		m.fatalf("made live again: %v", err)
+	}
+	m.setLive(&on)
+	for _, s := range append(m.subs, m.away...) {
+		s.doomed = true
+	}
+	m.away = nil // their positions are from before it was made live again: refused above the hub
+	m.feature = &on
+	for i := range m.lists {
+		m.lists[i].Feature = &on
+	}
+	m.toggled++
+}
+
+// staleAdd adds to a list as a gateway that has not yet seen the feature
+// created again: its record names the feature as it was, and reaches the
+// subscriptions of the list as it is. On Cassandra only, where gateways
+// cache features; the embedded store's one process sees a feature created
+// again at once.
+func (m *model) staleAdd() {
+	if m.prev == nil || m.offset != nil {
+		return
+	}
+	l := m.rng.IntN(len(m.lists))
+	m.n++
+	m.addAs(l, store.List{Feature: m.prev, EntityID: m.lists[l].EntityID}, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte(fmt.Sprint("stale", m.n))}})
+	m.stale++
+}
+
+// age moves the embedded store's clock past the feed's retention, as a
+// gateway stopped for that long would find it: a subscription still
+// reading records of the feed from before (a catch-up, or a hub behind)
+// ends POSITION_EXPIRED, as does a client resuming from a place it
+// missed adds after; none skips an item. POSITION_EXPIRED may end a
+// subscription that started after a place from before. The embedded
+// store only: a cluster's feed keeps to the cluster's clock.
+func (m *model) age() {
+	if m.offset == nil {
+		return
+	}
+	m.offset.Add(int64(m.retain + time.Minute))
+	m.ages++
 }
 
 // drain reads every subscription until it has received all it must.
@@ -443,9 +590,13 @@ func (m *model) read(s *modelSub, n int) {
 		switch {
 		case err == nil:
 			m.check(s, d)
-		case s.doomed && errors.Is(err, errkind.NotFound):
+		case s.doomed && (errors.Is(err, errkind.NotFound) || errors.Is(err, errkind.PositionExpired) || errors.Is(err, errkind.Invalid)):
 			m.drop(s)
 			m.notFound++
+			return
+		case s.age < m.ages && errors.Is(err, errkind.PositionExpired):
+			m.drop(s)
+			m.expired++
 			return
 		case s.doomed && errors.Is(err, errkind.TooSlow):
 			m.drop(s) // its feature is gone: nothing to resume
@@ -456,7 +607,10 @@ func (m *model) read(s *modelSub, n int) {
 			}
 			s.cancel()
 			s.want = slices.DeleteFunc(s.want, func(w want) bool { return w.add < 0 }) // a catch-up by since is not resumed
-			m.start(s, watch.Start{After: &end.Position})
+			if !m.start(s, watch.Start{After: &end.Position}) {
+				m.subs = slices.DeleteFunc(m.subs, func(x *modelSub) bool { return x == s })
+				return
+			}
 			m.slow++
 		default:
 			m.fatalf("%s: next (want %q of add %d): %v", s.name, s.want[0].it.Value[:min(len(s.want[0].it.Value), 8)], s.want[0].add, err)
@@ -496,13 +650,15 @@ func (m *model) check(s *modelSub, d watch.Delivery) {
 	s.last = &d.Position
 }
 
-// expectEnd reads the end of a subscription whose feature was deleted:
-// NOT_FOUND, or TOO_SLOW when a bound ended it first.
+// expectEnd reads the end of a subscription whose feature was deleted or
+// made not live: NOT_FOUND, POSITION_EXPIRED or BAD_USER_INPUT, or
+// TOO_SLOW when a bound ended it first.
 func (m *model) expectEnd(s *modelSub) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if d, err := s.sub.Next(ctx); !errors.Is(err, errkind.NotFound) && !errors.Is(err, errkind.TooSlow) {
-		m.fatalf("%s: want NOT_FOUND, got %s, %v", s.name, d.Key, err)
+	if d, err := s.sub.Next(ctx); !errors.Is(err, errkind.NotFound) && !errors.Is(err, errkind.TooSlow) &&
+		!errors.Is(err, errkind.PositionExpired) && !errors.Is(err, errkind.Invalid) {
+		m.fatalf("%s: want NOT_FOUND, POSITION_EXPIRED or BAD_USER_INPUT, got %s, %v", s.name, d.Key, err)
 	}
 	m.drop(s)
 }

@@ -130,15 +130,18 @@ func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head stor
 	}
 	key := l.ID()
 	w := h.lists[nameOf(key)]
-	if w != nil && w.key.CreatedAt != key.CreatedAt {
-		if key.CreatedAt < w.key.CreatedAt {
-			return recreated(l)
+	if w != nil && w.l.Feature != l.Feature {
+		if why, err := changed(w.l.Feature, l.Feature); err != nil {
+			// The feature was created again, or made live again, since
+			// w's subscriptions began: they end, as their next check
+			// would end them, and s starts a list of its own.
+			for old := range w.subs {
+				h.end(old, err, why)
+			}
+			w = h.lists[nameOf(key)] // gone with its last subscription
+		} else if _, err := changed(l.Feature, w.l.Feature); err != nil {
+			return err // s's feature is older than the one watched
 		}
-		// Its feature was created again since w's subscriptions began.
-		for old := range w.subs {
-			h.end(old, recreated(w.l), endedNotFound)
-		}
-		w = h.lists[nameOf(key)] // gone with its last subscription
 	}
 	if w == nil {
 		if len(h.lists) >= h.cfg.MaxLists {
