@@ -108,17 +108,18 @@ type Store struct {
 	// writer, the consistency its records and leases are written at
 	// (CheckFeedConsistency), the settled end last read (lease.go), and
 	// the audit of records come late (audit.go).
-	feedID      [4]byte
-	clock       *clock
-	writer      *feedWriter
-	feedWrite   gocql.Consistency
-	settledTick atomic.Int64 // ticks
-	settledAt   atomic.Int64 // clock.since() of the read that set it; 0: none yet
-	audit       lateAudit
-	feedLag     metric.Float64Histogram
-	lateRecords metric.Int64Counter
-	lateLogged  atomic.Bool
-	tracer      trace.Tracer
+	feedID       [4]byte
+	clock        *clock
+	writer       *feedWriter
+	feedWrite    gocql.Consistency
+	settledTick  atomic.Int64 // ticks
+	settledAt    atomic.Int64 // clock.since() of the read that set it; 0: none yet
+	audit        lateAudit
+	headsPerRead int // headsPerRead; changed by tests
+	feedLag      metric.Float64Histogram
+	lateRecords  metric.Int64Counter
+	lateLogged   atomic.Bool
+	tracer       trace.Tracer
 	// stop ends the clock's and the lease's goroutines (background), which
 	// Close waits for.
 	stop       context.CancelFunc
@@ -253,6 +254,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	s.clock = newClock(time.Now, s.cfg.Feed.MaxClockOffset)
 	s.feedWrite = cfg.WriteConsistency
 	s.audit.after = auditAfter
+	s.headsPerRead = headsPerRead
 	if s.writer, err = newFeedWriter(); err != nil {
 		session.Close()
 		return nil, err

@@ -85,3 +85,6 @@ func (s *Store) RecordAt(l store.List, at time.Time, value string) (stmt string,
 	return s.stmt.insertChange, []any{bucketOf(timeOf(tick)), s.shardOf(l.ID()), w.timeUUID(tick), l.Feature.Key(), l.Feature.CreatedAt, l.EntityID,
 		[]string{key}, [][]byte{[]byte(value)}, len(key) + len(value) + store.ItemOverhead, int(s.cfg.Feed.Retention / time.Second)}
 }
+
+// SetHeadsPerRead bounds the heads one read of the feed holds.
+func (s *Store) SetHeadsPerRead(n int) { s.headsPerRead = n }

@@ -59,8 +59,8 @@ func bucketOf(t time.Time) int64 { return t.UnixNano() / int64(bucketWidth) }
 func (s *Store) retentionMargin() time.Duration { return min(10*time.Second, s.cfg.Feed.Retention/2) }
 
 // headsPerRead bounds the heads one read of the feed holds, over every
-// shard it reads.
-const headsPerRead = 4096
+// shard it reads, and headsPerShard is the least it reads of a shard.
+const headsPerRead, headsPerShard = 4096, 16
 
 // shardOf spreads the lists over the shards.
 func (s *Store) shardOf(l store.ListID) int {
@@ -304,7 +304,7 @@ func (s *Store) span(after store.Position, end int64) (from, to int64, err error
 // returns how far they cover, to or less, and how many records of the
 // ticks after from up to there it saw (what the audit counts again).
 func (s *Store) heads(ctx context.Context, shards []int, after store.Position, from, to int64) ([]head, int64, int, error) {
-	limit := max(headsPerRead/len(shards), 64)
+	limit := max(s.headsPerRead/len(shards), headsPerShard)
 	var out []head
 	var seen []int64 // the ticks of every record read
 	covered := to

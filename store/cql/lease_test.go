@@ -203,3 +203,54 @@ func TestLateRecordsAreCounted(t *testing.T) {
 		t.Fatalf("late records counted: %d, want 1", n)
 	}
 }
+
+// A read of the feed holds a bounded number of record heads, however many
+// records its span holds, and the next read goes on from where it
+// stopped: a catch-up through 100 records of other lists in its shard
+// looks at no more than the bound a page, and finds its list's record.
+func TestFeedReadsHoldBoundedHeads(t *testing.T) {
+	cfg := cqltest.Config(t)
+	cfg.Feed.Shards = 1 // every list's records in one partition
+	s := cqltest.Open(t, cfg)
+	s.SetHeadsPerRead(16)
+	ctx := context.Background()
+	l := liveList(t, s, "bounded")
+	head, err := s.FeedHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		other := store.List{Feature: l.Feature, EntityID: fmt.Sprint("other", i)}
+		if _, err := s.AddItems(ctx, other, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte("x")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.AddItems(ctx, l, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte("mine")}}); err != nil {
+		t.Fatal(err)
+	}
+	end := readAll(t, s, l, head, 30*time.Second)[0].After(0)
+	at, pages, looked := head, 0, 0
+	for deadline := time.Now().Add(30 * time.Second); ; pages++ {
+		changes, reached, n, err := s.ListFeed(ctx, l, at, end, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 16 {
+			t.Fatalf("a page looked at %d heads, past the bound of 16", n)
+		}
+		looked += n
+		if len(changes) > 0 {
+			if string(changes[0].Items[0].Value) != "mine" {
+				t.Fatalf("read %q, want mine", changes[0].Items[0].Value)
+			}
+			break
+		}
+		if !at.Less(reached) || time.Now().After(deadline) {
+			t.Fatalf("page %d: no progress from %v (reached %v)", pages, at, reached)
+		}
+		at = reached
+	}
+	if pages < 100/16 || looked < 100 {
+		t.Fatalf("%d pages looked at %d heads; want the 100 records of other lists looked at, 16 at most a page", pages, looked)
+	}
+}
