@@ -43,7 +43,7 @@ const (
 	// often it is, and leaseIdle how long a gateway that records nothing
 	// keeps its lease.
 	leaseFor   = 2 * time.Second
-	leaseRenew = 200 * time.Millisecond
+	leaseRenew = 100 * time.Millisecond
 	leaseIdle  = 10 * time.Second
 	// leaseTTL is a lease row's TTL: only so that the rows of gateways
 	// gone do not stay; an ended lease holds back no reader long before.

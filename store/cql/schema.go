@@ -143,7 +143,7 @@ the feed's retention as its TTL), caching.`,
   PRIMARY KEY ((feed), writer)
 ) WITH default_time_to_live = 60
   AND gc_grace_seconds = 60`,
-		Note: `The gateways that write the change feed: a row each, renewed five times a
+		Note: `The gateways that write the change feed: a row each, renewed ten times a
 second while it records adds, read by each gateway with subscriptions at
 every poll of the feed. One partition, a few rows.
 Keep: the columns, their names and types, and the primary key.
