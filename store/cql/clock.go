@@ -71,9 +71,10 @@ type clock struct {
 	samples map[string][]sample // by node (host ID), oldest first
 }
 
-func newClock(mono func() time.Time, maxOffset time.Duration) *clock {
-	base := mono()
-	return &clock{mono: mono, base: base, baseWall: base.UnixNano(), maxOffset: maxOffset, samples: map[string][]sample{}}
+// newClock is a clock whose time elapses by mono, from wall, this
+// gateway's time now.
+func newClock(mono func() time.Time, wall time.Time, maxOffset time.Duration) *clock {
+	return &clock{mono: mono, base: mono(), baseWall: wall.UnixNano(), maxOffset: maxOffset, samples: map[string][]sample{}}
 }
 
 // sample is one reading of a node's clock: at `at` (ns since base, the

@@ -36,7 +36,7 @@ func TestGatewaysAgreeWhateverNodeAnswersFastest(t *testing.T) {
 	fakes := map[string]*fakeMono{}
 	for name, off := range map[string]time.Duration{"g1": time.Second, "g2": -time.Second} {
 		f := &fakeMono{base: start}
-		c := newClock(f.now, DefaultMaxClockOffset)
+		c := newClock(f.now, f.now(), DefaultMaxClockOffset)
 		c.baseWall += int64(off) // this gateway's wall clock is off
 		f.elapsed = time.Second
 		c.update([]string{"n1", "n2"}, map[string]sample{
@@ -79,7 +79,7 @@ func TestGatewaysAgreeWhateverNodeAnswersFastest(t *testing.T) {
 // each measured a minority might share no node.
 func TestClockCountsOnlyOverAMajority(t *testing.T) {
 	f := &fakeMono{base: time.Now()}
-	c := newClock(f.now, DefaultMaxClockOffset)
+	c := newClock(f.now, f.now(), DefaultMaxClockOffset)
 	if _, err := c.Margin(); err == nil {
 		t.Fatal("before any measure: a margin, want ClockSkew")
 	}
@@ -105,7 +105,7 @@ func TestClockCountsOnlyOverAMajority(t *testing.T) {
 // error names the flag; the spread and the error of measuring both count.
 func TestClockRefusesPastTheMaximum(t *testing.T) {
 	f := &fakeMono{base: time.Now()}
-	c := newClock(f.now, 100*time.Millisecond)
+	c := newClock(f.now, f.now(), 100*time.Millisecond)
 	ring := []string{"n1", "n2"}
 	c.update(ring, map[string]sample{"n1": readNode(c, f, 40*time.Millisecond, 0, time.Millisecond), "n2": readNode(c, f, -40*time.Millisecond, 0, time.Millisecond)})
 	if u, ok := c.Uncertainty(); !ok {
@@ -123,7 +123,7 @@ func TestClockRefusesPastTheMaximum(t *testing.T) {
 // that agree narrow it; time since the samples widens it.
 func TestClockFollowsAStepAndWidensWithTime(t *testing.T) {
 	f := &fakeMono{base: time.Now()}
-	c := newClock(f.now, DefaultMaxClockOffset)
+	c := newClock(f.now, f.now(), DefaultMaxClockOffset)
 	ring := []string{"n1"}
 	c.update(ring, map[string]sample{"n1": readNode(c, f, 0, 0, 10*time.Millisecond)})
 	wide, _ := c.Uncertainty()

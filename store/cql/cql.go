@@ -251,7 +251,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	if cfg.Feed.MaxClockOffset <= 0 {
 		s.cfg.Feed.MaxClockOffset = DefaultMaxClockOffset
 	}
-	s.clock = newClock(time.Now, s.cfg.Feed.MaxClockOffset)
+	s.clock = newClock(time.Now, s.now(), s.cfg.Feed.MaxClockOffset)
 	s.feedWrite = cfg.WriteConsistency
 	s.audit.after = auditAfter
 	s.headsPerRead = headsPerRead
