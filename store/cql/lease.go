@@ -220,7 +220,11 @@ func (s *Store) runLease(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			s.release()
+			w.mu.Lock()
+			l := w.lease
+			w.lease = nil
+			w.mu.Unlock()
+			s.release(l)
 			return
 		case <-t.C:
 		}
@@ -233,8 +237,9 @@ func (s *Store) runLease(ctx context.Context) {
 			continue
 		}
 		if len(w.inflight) == 0 && sent-w.used > int64(leaseIdle) {
+			w.lease = nil // under the lock that stamps take: none is in flight
 			w.mu.Unlock()
-			s.release()
+			s.release(l)
 			continue
 		}
 		closed := w.next(now)
@@ -258,14 +263,11 @@ func (s *Store) runLease(ctx context.Context) {
 	}
 }
 
-// release lets go of the lease held, if any: its row goes, so that
-// readers stop waiting on it at once.
-func (s *Store) release() {
+// release lets go of a lease no longer held (nil: none), which no stamp
+// can take any more: its row goes, so that readers stop waiting on it at
+// once.
+func (s *Store) release(l *lease) {
 	w := s.writer
-	w.mu.Lock()
-	l := w.lease
-	w.lease = nil
-	w.mu.Unlock()
 	if l == nil {
 		return
 	}
