@@ -16,9 +16,9 @@ import (
 )
 
 // Every byte of a response counts against --max-response-bytes: its list
-// items (charged by the lists service, per field), its errors (charged by
-// the error presenter, each as it is made), and what else it writes
-// (responseBound, once it is written).
+// items and features (charged by the lists service, per field, as it
+// resolves), its errors (charged by the error presenter, each as it is
+// made), and what else it writes (responseBound, once it is written).
 
 // responseFull is the error that says a response passed its bound: the
 // one error it shows past it.
@@ -36,12 +36,12 @@ func errorBytes(e *gqlerror.Error) int {
 
 // responseBound bounds each response (a query's or mutation's, a
 // subscription's result, an error answered instead) to
-// --max-response-bytes. Its list items and errors were charged as they
-// were made, and past the bound the error presenter showed each error as
-// the one that says so: it keeps the first of those, and none after. What
-// else the data holds (names, ids, features) is counted once it is
-// written: a response larger than the bound is answered with that error
-// alone.
+// --max-response-bytes. Its list items, the features its queries read and
+// its errors were charged as they were made, and past the bound the error
+// presenter showed each error as the one that says so: it keeps the first
+// of those, and none after. What else the data holds (names, ids, the feature a mutation
+// returns) is counted once it is written: a response larger than the
+// bound is answered with that error alone.
 type responseBound struct{ lists *lists.Service }
 
 var _ interface {

@@ -49,11 +49,11 @@ type Limits struct {
 	MaxValues        int   // values of one listContains or removeListItemsWithValues
 	MaxBatchLists    int   // lists of one addListItemsBatch
 	MaxDepth         int   // deepest nesting of fields
-	MaxComplexity    int   // a list costs its fields times its limit; introspection its real lists
+	MaxComplexity    int   // a list costs its fields times its limit (listFeatures times the features it may return); introspection its real lists
 	MaxTokens        int   // tokens of one document
 	MaxFields        int   // fields of one operation, fragments expanded
 	MaxBodyBytes     int64 // largest request body, or subscribe message
-	MaxResponseBytes int   // list items and errors one response may carry, in bytes
+	MaxResponseBytes int   // list items, features and errors one response may carry, in bytes
 	MaxInFlight      int   // queries and mutations served at once; more over HTTP are refused, a subscribe message waits
 	// MaxInFlightComplexity bounds the complexity of the operations running
 	// at once; one that does not fit waits for room until its deadline.
