@@ -184,7 +184,8 @@ type measured struct {
 	total int
 	once  bool
 	// generation is the catalog's when it was measured: a page's cost
-	// follows its feature's cap.
+	// follows its feature's cap, a list of features' the features there
+	// are.
 	generation uint64
 }
 
