@@ -25,7 +25,8 @@ import (
 // alike.
 func NewExecutableSchema(svc *lists.Service) graphql.ExecutableSchema {
 	r := NewResolver(svc)
-	es := exec.NewExecutableSchema(exec.Config{Resolvers: r, Schema: servedSchema(exec.NewExecutableSchema(exec.Config{}).Schema())})
+	generated := exec.NewExecutableSchema(exec.Config{Resolvers: r})
+	es := exec.NewExecutableSchema(exec.Config{Resolvers: r, Schema: servedSchema(generated.Schema())})
 	return planned{ExecutableSchema: es, query: &queryResolver{r}}
 }
 

@@ -25,7 +25,10 @@ func (s *Service) Features(ctx context.Context, entityType string, shown ShownFe
 	if err != nil {
 		return nil, err
 	}
-	return fs, s.chargeFeatures(ctx, fs, shown)
+	if err := s.chargeFeatures(ctx, fs, shown); err != nil {
+		return nil, err
+	}
+	return fs, nil
 }
 
 // Feature returns one version of a feature, nil if there is none, for one
@@ -39,7 +42,10 @@ func (s *Service) Feature(ctx context.Context, entityType, name, version string,
 	if err != nil {
 		return nil, err
 	}
-	return f, s.chargeFeatures(ctx, []*store.Feature{f}, shown)
+	if err := s.chargeFeatures(ctx, []*store.Feature{f}, shown); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // Known returns a feature the catalog's snapshot holds, or nil, without
