@@ -2,10 +2,8 @@ package endpoint
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -153,6 +151,10 @@ func (c *connection) read(ctx context.Context) (message, bool) {
 		c.close(closeInvalidMessage, closeReason("Invalid message: "+jsonError(err)))
 		return m, false
 	}
+	if len(m.ID) > maxIDBytes {
+		c.close(closeInvalidMessage, fmt.Sprintf("Invalid message: an id longer than %d bytes", maxIDBytes))
+		return m, false
+	}
 	if !jsontext.Value(data).IsValid() && (m.Type != "subscribe" || m.ID == "" || jsontext.Value(m.Payload).IsValid()) {
 		// Not strict JSON outside a subscribe's payload, which is refused
 		// like a POST's body, by id.
@@ -209,23 +211,23 @@ func (c *connection) subscribe(ctx context.Context, m message) bool {
 	}
 	if len(c.active) >= c.s.cfg.MaxOperations+c.s.cfg.PerConnection {
 		c.mu.Unlock()
-		c.refuse(ctx, m.ID, received, fmt.Errorf("%w: this connection holds %d operations, its limit of queries and mutations (--max-websocket-operations) and subscriptions (--max-subscriptions-per-connection) together; wait for an answer, or end a subscription", errkind.Refused, c.s.cfg.MaxOperations+c.s.cfg.PerConnection))
+		c.refuse(ctx, newEnvelope(m.ID), received, fmt.Errorf("%w: this connection holds %d operations, its limit of queries and mutations (--max-websocket-operations) and subscriptions (--max-subscriptions-per-connection) together; wait for an answer, or end a subscription", errkind.Refused, c.s.cfg.MaxOperations+c.s.cfg.PerConnection))
 		return true
 	}
 	opCtx, cancel := context.WithCancel(ctx)
 	c.active[m.ID] = cancel
 	c.mu.Unlock()
 	c.ops.Add(1)
-	go c.run(opCtx, &started{c: c, id: m.ID, cancel: cancel, place: func() {}}, m, received)
+	go c.run(opCtx, &started{c: c, envelope: newEnvelope(m.ID), cancel: cancel, place: func() {}}, m, received)
 	return true
 }
 
 // refuse answers a subscribe message that starts no operation: it is
 // still an operation with its log line and metrics.
-func (c *connection) refuse(ctx context.Context, id string, received time.Time, err error) {
+func (c *connection) refuse(ctx context.Context, e envelope, received time.Time, err error) {
 	op := c.operation(received)
 	ctx = operation.With(ctx, op)
-	c.error(ctx, id, c.s.h.exec.DispatchError(ctx, errorList(err)).Errors)
+	c.error(ctx, e, c.s.h.exec.DispatchError(ctx, errorList(err)).Errors)
 	c.s.h.observer.done(ctx, op)
 }
 
@@ -243,8 +245,8 @@ func (c *connection) operation(received time.Time) *operation.Operation {
 // fail, answer, complete and drop. A started belongs to its operation's
 // goroutine.
 type started struct {
-	c      *connection
-	id     string
+	c *connection
+	envelope
 	cancel context.CancelFunc // ends the operation: the client's complete, or the connection's end
 	// place gives back the operation's place among the connection's
 	// queries and mutations running or its subscriptions, once it has
@@ -279,13 +281,13 @@ func (s *started) failPresented(ctx context.Context, errs gqlerror.List) {
 		}
 	}
 	s.release()
-	s.c.error(ctx, s.id, errs)
+	s.c.error(ctx, s.envelope, errs)
 }
 
 // answer ends a query or mutation with its result: a next, then a
 // complete.
 func (s *started) answer(ctx context.Context, resp *graphql.Response) {
-	if !s.c.next(ctx, s.id, resp) {
+	if !s.c.next(ctx, s.envelope, resp) {
 		s.drop()
 		return
 	}
@@ -295,7 +297,7 @@ func (s *started) answer(ctx context.Context, resp *graphql.Response) {
 // complete ends the operation with a complete message.
 func (s *started) complete(ctx context.Context) {
 	s.release()
-	s.c.write(ctx, message{Type: "complete", ID: s.id})
+	s.c.complete(ctx, s.envelope)
 }
 
 // drop ends the operation with no message: the client completed it or
@@ -314,7 +316,9 @@ func (s *started) drop() {
 // one, which parsing it and subscribing grew.
 func (c *connection) run(ctx context.Context, s *started, m message, received time.Time) {
 	op := c.operation(received)
+	op.Envelope = s.size()
 	ctx = operation.With(graphql.StartOperationTrace(ctx), op)
+	c.s.h.lists.ChargeEnvelope(ctx, op.Envelope)
 	streaming := false // the stream's goroutine ends the operation
 	defer func() {
 		c.recovered(ctx, s, recover())
@@ -503,7 +507,7 @@ func (c *connection) stream(ctx context.Context, s *started, op *operation.Opera
 		if resp == nil {
 			break
 		}
-		if !c.next(sctx, s.id, resp) {
+		if !c.next(sctx, s.envelope, resp) {
 			s.drop()
 			return
 		}
@@ -522,44 +526,6 @@ func (c *connection) stream(ctx context.Context, s *started, op *operation.Opera
 // errorList is err as the errors of a response, at no path.
 func errorList(err error) gqlerror.List {
 	return gqlerror.List{gqlerror.WrapPath(nil, err)}
-}
-
-// next sends one result of an operation.
-func (c *connection) next(ctx context.Context, id string, resp *graphql.Response) bool {
-	var b strings.Builder
-	b.WriteString(`{"type":"next","id":`)
-	writeJSONString(&b, id)
-	b.WriteString(`,"payload":`)
-	writeResponse(&b, resp)
-	b.WriteByte('}')
-	return c.send(ctx, []byte(b.String()))
-}
-
-// error ends an operation with errors, before or instead of its results.
-func (c *connection) error(ctx context.Context, id string, errs gqlerror.List) {
-	payload, _ := json.Marshal(errs)
-	c.write(ctx, message{Type: "error", ID: id, Payload: payload})
-}
-
-func (c *connection) write(ctx context.Context, m message) bool {
-	b, err := jsonv2.Marshal(m)
-	if err != nil {
-		c.close(websocket.StatusInternalError, "internal error")
-		return false
-	}
-	return c.send(ctx, b)
-}
-
-// send writes one message, waiting at most --request-timeout for a client
-// that reads slowly; one that reads slower than that is disconnected.
-func (c *connection) send(ctx context.Context, b []byte) bool {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.s.h.limits.RequestTimeout)
-	defer cancel()
-	if err := c.ws.Write(wctx, websocket.MessageText, b); err != nil {
-		c.ws.CloseNow()
-		return false
-	}
-	return true
 }
 
 // close closes the connection with a code and a reason; the closing
@@ -587,10 +553,4 @@ func (c *connection) keepAlive(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// writeJSONString writes s as a JSON string.
-func writeJSONString(b *strings.Builder, s string) {
-	q, _ := json.Marshal(s)
-	b.Write(q)
 }

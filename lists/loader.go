@@ -258,6 +258,16 @@ func (s *Service) ChargeError(ctx context.Context, n int) bool {
 	return req == nil || req.bytes.Add(int64(n)) <= int64(s.limits.MaxResponseBytes)
 }
 
+// ChargeEnvelope counts, against MaxResponseBytes, what the message that
+// carries the response of the operation in ctx adds to it (a WebSocket
+// message's type and id), before anything else: the bound is the
+// message's.
+func (s *Service) ChargeEnvelope(ctx context.Context, n int) {
+	if req := readsFrom(ctx); req != nil {
+		req.bytes.Add(int64(n))
+	}
+}
+
 // ErrResponseFull is wrapped by ResponseFull.
 var ErrResponseFull = fmt.Errorf("%w response", errkind.Invalid)
 
