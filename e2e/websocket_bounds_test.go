@@ -8,6 +8,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -166,5 +168,170 @@ func TestWebSocketIDsAreBounded(t *testing.T) {
 	t.Logf("the query's next message: %d bytes (bound %d)", len(b), maxResponse)
 	if len(b) > maxResponse || !strings.Contains(string(b), "--max-response-bytes") || strings.Contains(string(b), alias) {
 		t.Fatalf("the query over the socket: a message of %d bytes (%.200s); want one within %d bytes, the error naming --max-response-bytes", len(b), b, maxResponse)
+	}
+}
+
+// apiKeyEntry is an --api-keys entry of name for key, with every scope.
+func apiKeyEntry(name, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return name + " " + hex.EncodeToString(sum[:]) + " lists:read,lists:write,features:admin"
+}
+
+// pending opens n WebSockets from a client that proxies report by
+// forwarded (an X-Forwarded-For value; none when ""), which send nothing:
+// it fails the test unless every one is upgraded.
+func pending(t *testing.T, base, forwarded string, n int) []*rawSocket {
+	t.Helper()
+	var out []*rawSocket
+	for i := range n {
+		h := http.Header{}
+		if forwarded != "" {
+			h.Set("X-Forwarded-For", forwarded)
+		}
+		s, resp, err := dialRaw(t, base, h)
+		if err != nil {
+			t.Fatalf("pending WebSocket %d of %d from %q: %v %v", i+1, n, forwarded, statusOf(resp), err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// upgradeStatus is the status an upgrade from forwarded is answered with
+// (101 when it is upgraded), and h's headers besides.
+func upgradeStatus(t *testing.T, base, forwarded string, h http.Header) int {
+	t.Helper()
+	if h == nil {
+		h = http.Header{}
+	}
+	if forwarded != "" {
+		h.Set("X-Forwarded-For", forwarded)
+	}
+	s, resp, err := dialRaw(t, base, h)
+	if err != nil {
+		if resp == nil {
+			t.Fatalf("an upgrade from %q: %v", forwarded, err)
+		}
+		return resp.StatusCode
+	}
+	s.conn.CloseNow()
+	return http.StatusSwitchingProtocols
+}
+
+func statusOf(resp *http.Response) string {
+	if resp == nil {
+		return "no answer"
+	}
+	return resp.Status
+}
+
+// WebSockets that have not sent their connection_init are shared by
+// client, as the proxies in front report it (--trusted-proxies), an IPv6
+// address by its /64. Behind a proxy, a client with no credentials that
+// kept 20 of them open once made every other client's upgrade through the
+// proxy fail with 429 until they timed out.
+func TestPendingWebSocketsByClient(t *testing.T) {
+	g := startGateway(t, "LISTGATE_TRUSTED_PROXIES=127.0.0.1/32,10.0.0.0/8", "LISTGATE_WEBSOCKET_INIT_TIMEOUT=1m")
+	pending(t, g.base, "203.0.113.7", 20)
+	for _, c := range []struct {
+		forwarded string
+		want      int
+	}{
+		{"203.0.113.7", http.StatusTooManyRequests},                  // its 21st
+		{"198.51.100.9, 203.0.113.7", http.StatusTooManyRequests},    // the right-most untrusted is the client
+		{"203.0.113.7, 10.1.2.3", http.StatusTooManyRequests},        // through a second trusted proxy
+		{"", http.StatusSwitchingProtocols},                          // the proxy's own
+		{"198.51.100.9", http.StatusSwitchingProtocols},              // another client
+		{"203.0.113.7, 198.51.100.9", http.StatusSwitchingProtocols}, // what the client said of itself counts for nothing
+	} {
+		if got := upgradeStatus(t, g.base, c.forwarded, nil); got != c.want {
+			t.Errorf("an upgrade with X-Forwarded-For %q: %d, want %d", c.forwarded, got, c.want)
+		}
+	}
+	others := 0
+	for range 33 {
+		if upgradeStatus(t, g.base, "198.51.100.9", nil) == http.StatusSwitchingProtocols {
+			others++
+		}
+	}
+	if others != 33 {
+		t.Errorf("%d of 33 upgrades of another client through the proxy were upgraded, want 33", others)
+	}
+
+	// An IPv6 client is its /64.
+	for i := range 20 {
+		pending(t, g.base, fmt.Sprintf("2001:db8:1:2::%x", i+1), 1)
+	}
+	if got := upgradeStatus(t, g.base, "2001:db8:1:2:ffff:ffff:ffff:ffff", nil); got != http.StatusTooManyRequests {
+		t.Errorf("a 21st upgrade from 2001:db8:1:2::/64: %d, want 429", got)
+	}
+	if got := upgradeStatus(t, g.base, "2001:db8:1:3::1", nil); got != http.StatusSwitchingProtocols {
+		t.Errorf("an upgrade from 2001:db8:1:3::/64: %d, want 101", got)
+	}
+}
+
+// Without --trusted-proxies, X-Forwarded-For is the client's own word and
+// counts for nothing: the client is the peer.
+func TestPendingWebSocketsWithoutTrustedProxies(t *testing.T) {
+	g := startGateway(t, "LISTGATE_WEBSOCKET_INIT_TIMEOUT=1m")
+	for i := range 20 {
+		pending(t, g.base, fmt.Sprintf("203.0.113.%d", i+1), 1)
+	}
+	if got := upgradeStatus(t, g.base, "198.51.100.9", nil); got != http.StatusTooManyRequests {
+		t.Errorf("a 21st upgrade from the peer, saying it is another: %d, want 429", got)
+	}
+}
+
+// An upgrade that carries a valid Authorization takes no slot of those
+// kept for WebSockets before their connection_init: it is counted at once
+// as an open WebSocket of its caller, within its caller's share.
+func TestAuthenticatedUpgradesAreNotPending(t *testing.T) {
+	g := startGateway(t, "LISTGATE_MODE=prod", "LISTGATE_API_KEYS="+apiKeyEntry("app", "app-key"),
+		"LISTGATE_MAX_PENDING_WEBSOCKETS_PER_ADDRESS=1", "LISTGATE_MAX_WEBSOCKETS=2", "LISTGATE_WEBSOCKET_INIT_TIMEOUT=1m")
+	pending(t, g.base, "", 1)
+	if got := upgradeStatus(t, g.base, "", nil); got != http.StatusTooManyRequests {
+		t.Fatalf("a second pending WebSocket of the address: %d, want 429", got)
+	}
+	s, resp, err := dialRaw(t, g.base, http.Header{"Authorization": {"Bearer app-key"}})
+	if err != nil {
+		t.Fatalf("an upgrade with its Authorization: %s %v", statusOf(resp), err)
+	}
+	s.init("")
+	s.subscribe("1", `{ __typename }`, nil)
+	if b, m, err := s.read(); err != nil || m["type"] != "next" {
+		t.Fatalf("a query on it: %s %v", b, err)
+	}
+	// It holds its caller's share of --max-websockets (1 of 2) from its
+	// upgrade on: a second upgrade of the caller is refused before it.
+	if got := upgradeStatus(t, g.base, "", http.Header{"Authorization": {"Bearer app-key"}}); got != http.StatusTooManyRequests {
+		t.Errorf("a second upgrade of the caller, its share held: %d, want 429", got)
+	}
+}
+
+// When the WebSockets before their connection_init fill
+// --max-pending-websockets, the one that has waited longest is closed
+// with 4408 (graphql-ws's code for a connection_init that did not come in
+// time) and the new one is upgraded, where it was refused with 503.
+func TestFullPendingWebSocketsShedTheOldest(t *testing.T) {
+	g := startGateway(t, "LISTGATE_TRUSTED_PROXIES=127.0.0.1", "LISTGATE_MAX_PENDING_WEBSOCKETS=5",
+		"LISTGATE_MAX_PENDING_WEBSOCKETS_PER_ADDRESS=5", "LISTGATE_WEBSOCKET_INIT_TIMEOUT=1m")
+	old := pending(t, g.base, "203.0.113.7", 5)
+	var news []*rawSocket
+	for i := range 2 {
+		forwarded := fmt.Sprint("198.51.100.", i+1)
+		s, resp, err := dialRaw(t, g.base, http.Header{"X-Forwarded-For": {forwarded}})
+		if err != nil {
+			t.Fatalf("an upgrade from %s with the pending WebSockets full: %s %v", forwarded, statusOf(resp), err)
+		}
+		news = append(news, s)
+		if _, _, err := old[i].read(); websocket.CloseStatus(err) != 4408 {
+			t.Fatalf("the oldest pending WebSocket: %v, want a close with 4408", err)
+		}
+	}
+	for _, s := range news {
+		s.init("")
+	}
+	if n := metric(t, g.base, "listgate_subscriptions_refused_total", `reason="max_pending_websockets"`); n != 2 {
+		t.Errorf("listgate_subscriptions_refused_total{reason=\"max_pending_websockets\"} = %v, want 2", n)
 	}
 }

@@ -56,45 +56,18 @@ var lenient = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.Al
 
 // serve runs the connection: its connection_init within InitTimeout, then
 // messages until either side closes it or the gateway shuts down.
-func (c *connection) serve(ctx context.Context, pending *pool.Hold) {
+func (c *connection) serve(ctx context.Context, a admission) {
 	defer c.ws.CloseNow()
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
 		cancel()
 		c.ops.Wait()
 	}()
-	init := time.AfterFunc(c.s.cfg.InitTimeout, func() { c.close(closeInitTimeout, "Connection initialisation timeout") })
-	m, ok := c.read(ctx)
-	init.Stop()
+	open, ok := c.initialise(ctx, a)
 	if !ok {
-		pending.Release()
 		return
 	}
-	switch m.Type {
-	case "connection_init":
-	case "subscribe":
-		pending.Release()
-		c.close(closeUnauthorized, "Unauthorized")
-		return
-	default:
-		pending.Release()
-		c.close(closeInvalidMessage, closeReason(fmt.Sprintf("Invalid message: %q before connection_init", m.Type)))
-		return
-	}
-	err := c.authenticate(m.Payload)
-	pending.Release()
-	if err != nil {
-		c.close(closeForbidden, closeReason(err.Error()))
-		return
-	}
-	slot, why, err := c.s.takeOpen(ctx, c.caller)
-	if err != nil {
-		// 1013: graphql-ws clients retry, later.
-		c.s.refused.Add(ctx, 1, why)
-		c.close(closeTryAgainLater, closeReason(err.Error()))
-		return
-	}
-	defer slot.Release()
+	defer open.Release()
 	if exp := c.principal.Expires; !exp.IsZero() {
 		// A connection authenticated by a JWT lasts as long as the token.
 		t := time.AfterFunc(time.Until(exp), func() { c.close(closeForbidden, "the token expired; connect again with a new one") })
@@ -133,6 +106,76 @@ func (c *connection) serve(ctx context.Context, pending *pool.Hold) {
 			return
 		}
 	}
+}
+
+// initialise reads the connection_init and authenticates it, giving back
+// what the WebSocket held before; it returns the connection's slot of
+// --max-websockets, its caller's, or false once the connection is closed.
+func (c *connection) initialise(ctx context.Context, a admission) (*pool.Hold, bool) {
+	m, ok := c.awaitInit(ctx, a.pending)
+	c.s.leavePending(a.pending)
+	open := a.open
+	fail := func(code websocket.StatusCode, reason string) (*pool.Hold, bool) {
+		if open != nil {
+			open.Release()
+		}
+		if code != 0 {
+			c.close(code, closeReason(reason))
+		}
+		return nil, false
+	}
+	switch {
+	case !ok:
+		return fail(0, "")
+	case m.Type == "subscribe":
+		return fail(closeUnauthorized, "Unauthorized")
+	case m.Type != "connection_init":
+		return fail(closeInvalidMessage, fmt.Sprintf("Invalid message: %q before connection_init", m.Type))
+	}
+	if err := c.authenticate(m.Payload); err != nil {
+		return fail(closeForbidden, err.Error())
+	}
+	if open != nil && c.caller == a.caller {
+		return open, true
+	}
+	// The upgrade named no caller, or connection_init named another: the
+	// slot is the caller's.
+	if open != nil {
+		open.Release()
+		open = nil
+	}
+	slot, _, why, err := c.s.takeOpen(ctx, c.caller)
+	if err != nil {
+		// 1013: graphql-ws clients retry, later.
+		c.s.refused.Add(ctx, 1, why)
+		return fail(closeTryAgainLater, err.Error())
+	}
+	return slot, true
+}
+
+// awaitInit reads the connection's first message, which must come within
+// --websocket-init-timeout, and before the connection is shed for a newer
+// one while it waits (pending.go): else it is closed with 4408, the code
+// graphql-ws gives a connection_init that did not come in time.
+func (c *connection) awaitInit(ctx context.Context, pending *pendingSocket) (message, bool) {
+	wait := context.Background()
+	if pending != nil {
+		wait = pending.ctx
+	}
+	wait, cancel := context.WithTimeout(wait, c.s.cfg.InitTimeout)
+	defer cancel()
+	stop := context.AfterFunc(wait, func() {
+		reason := "Connection initialisation timeout"
+		if errors.Is(context.Cause(wait), errShed) {
+			reason += ": it waited longest, and --max-pending-websockets are open"
+		}
+		c.close(closeInitTimeout, reason)
+	})
+	m, ok := c.read(ctx)
+	if !stop() {
+		return m, false // it is being closed
+	}
+	return m, ok
 }
 
 // read reads one message; on a message that is not graphql-transport-ws

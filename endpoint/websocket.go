@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -33,9 +34,10 @@ type Subscriptions struct {
 	// catch-up pages may (above 0, at most 1).
 	SocketsShare, CatchUpShare float64
 	// MaxPending bounds the WebSockets that have not yet sent their
-	// connection_init, in all and from one address: they take no slot of
-	// MaxSockets until then, so connections that never authenticate
-	// cannot keep real subscribers out.
+	// connection_init, their upgrade carrying no Authorization, in all and
+	// from one client (pending.go): they take no slot of MaxSockets until
+	// then, so connections that never authenticate cannot keep real
+	// subscribers out.
 	MaxPending, MaxPendingPerAddress int
 	InitTimeout                      time.Duration // how long a new WebSocket has to send its connection_init
 	MaxOperations                    int           // queries and mutations running at once on one WebSocket
@@ -101,7 +103,7 @@ type sockets struct {
 	h       *Handler
 	cfg     Subscriptions
 	open    *pool.Pool // a slot per WebSocket past its connection_init, each caller's share of them
-	pending *pool.Pool // a slot per WebSocket before it, each address's share of them
+	pending *pool.Pool // a slot per WebSocket before it (pending.go), each client's share of them
 	closing context.Context
 	close   context.CancelFunc
 	conns   sync.WaitGroup // WebSockets being served; added to by begin
@@ -112,6 +114,7 @@ type sockets struct {
 	mu       sync.Mutex
 	byCaller map[string]int // open subscriptions by caller
 	stopping bool           // shutdown has begun: conns and streams take no more
+	waiting  *list.List     // of *pendingSocket, the oldest first (pending.go)
 }
 
 // begin counts one more WebSocket or subscription on wg, unless shutdown
@@ -136,7 +139,7 @@ func newSockets(cfg Subscriptions, meter metric.Meter) (*sockets, error) {
 	closing, close := context.WithCancel(context.Background())
 	return &sockets{cfg: cfg, open: pool.New(int64(cfg.MaxSockets), int64(cfg.SocketsShare*float64(cfg.MaxSockets))),
 		pending: pool.New(int64(cfg.MaxPending), int64(cfg.MaxPendingPerAddress)),
-		closing: closing, close: close, refused: refused, byCaller: map[string]int{}}, nil
+		closing: closing, close: close, refused: refused, byCaller: map[string]int{}, waiting: list.New()}, nil
 }
 
 // Why a WebSocket or a subscription is refused, as listgate_subscriptions_refused_total's reason.
@@ -198,8 +201,8 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, nil, fmt.Errorf("%w: offer the %s subprotocol (Sec-WebSocket-Protocol: %s), as the graphql-ws library does", errkind.Malformed, protocol, protocol))
 		return
 	}
-	var principal *auth.Principal
-	caller := "" // known here only from the upgrade's Authorization
+	client := s.h.clients.of(r)
+	a := admission{}
 	if token := r.Header.Get("Authorization"); token != "" {
 		p, err := s.h.auth.Authenticate(token)
 		if err != nil {
@@ -207,20 +210,31 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 			refuse(http.StatusUnauthorized, nil, err)
 			return
 		}
-		principal, caller = p, callerOf(p, r)
-	}
-	// Said early, while HTTP can say it; connection_init takes the slot.
-	if status, why, err := s.room(ctx, caller); err != nil {
-		w.Header().Set("Retry-After", "1")
-		refuse(status, why, err)
-		return
-	}
-	addr := remoteIP(r)
-	pending, status, why, err := s.takePending(ctx, addr)
-	if err != nil {
-		w.Header().Set("Retry-After", "1")
-		refuse(status, why, err)
-		return
+		// Authenticated already: it holds its caller's slot of
+		// --max-websockets at once, and none of those kept for WebSockets
+		// before their connection_init.
+		a.principal, a.caller = p, callerName(p, client)
+		slot, status, why, err := s.takeOpen(ctx, a.caller)
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			refuse(status, why, err)
+			return
+		}
+		a.open = slot
+	} else {
+		// Said early, while HTTP can say it; connection_init takes the slot.
+		if status, why, err := s.room(ctx, ""); err != nil {
+			w.Header().Set("Retry-After", "1")
+			refuse(status, why, err)
+			return
+		}
+		p, status, why, err := s.takePending(ctx, client)
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			refuse(status, why, err)
+			return
+		}
+		a.pending = p
 	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{protocol},
@@ -228,19 +242,38 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		CompressionMode:    websocket.CompressionDisabled,
 	})
 	if err != nil {
-		pending.Release() // Accept answered the request
+		s.release(a) // Accept answered the request
 		return
 	}
 	ws.SetReadLimit(s.h.limits.MaxBodyBytes + 4096) // a subscribe message's envelope around its payload
 	if !s.begin(&s.conns) {
-		pending.Release()
+		s.release(a)
 		s.refused.Add(ctx, 1, refusedShuttingDown)
 		ws.Close(websocket.StatusGoingAway, "the gateway is shutting down; connect to another replica")
 		return
 	}
 	defer s.conns.Done()
-	c := &connection{s: s, ws: ws, principal: principal, addr: addr, active: map[string]context.CancelFunc{}}
-	c.serve(ctx, pending)
+	c := &connection{s: s, ws: ws, principal: a.principal, addr: client, active: map[string]context.CancelFunc{}}
+	c.serve(ctx, a)
+}
+
+// admission is what a WebSocket holds from its upgrade until its
+// connection_init: a slot among those before it (pending), or, when the
+// upgrade carried a valid Authorization, its principal, and its caller's
+// slot of --max-websockets (open).
+type admission struct {
+	pending   *pendingSocket
+	principal *auth.Principal
+	caller    string
+	open      *pool.Hold
+}
+
+// release gives back what a WebSocket that will not be served holds.
+func (s *sockets) release(a admission) {
+	s.leavePending(a.pending)
+	if a.open != nil {
+		a.open.Release()
+	}
 }
 
 // room says whether caller may open one more WebSocket (any caller, when
@@ -250,12 +283,12 @@ func (s *sockets) room(ctx context.Context, caller string) (status int, why metr
 	return s.refusal(ctx, caller, s.open.Available(caller, 1))
 }
 
-// takeOpen takes a slot of --max-websockets for a WebSocket past its
-// connection_init, or says why it cannot, as room does.
-func (s *sockets) takeOpen(ctx context.Context, caller string) (*pool.Hold, metric.AddOption, error) {
+// takeOpen takes a slot of --max-websockets for an authenticated
+// WebSocket, or says why it cannot, as room does.
+func (s *sockets) takeOpen(ctx context.Context, caller string) (*pool.Hold, int, metric.AddOption, error) {
 	slot, err := s.open.Take(caller, 1)
-	_, why, err := s.refusal(ctx, caller, err)
-	return slot, why, err
+	status, why, err := s.refusal(ctx, caller, err)
+	return slot, status, why, err
 }
 
 // refusal is the refusal of a WebSocket that found no room in the slots
@@ -273,23 +306,6 @@ func (s *sockets) refusal(ctx context.Context, caller string, err error) (status
 			fmt.Errorf("%w: this caller holds %d WebSockets, its share (--caller-max-websockets-share of --max-websockets); retry", errkind.Throttled, s.open.Share())
 	}
 	return 0, nil, nil
-}
-
-// takePending takes a slot for a WebSocket that has not sent its
-// connection_init, or says why it cannot: with no principal yet, a
-// client's share of these slots is its address's.
-func (s *sockets) takePending(ctx context.Context, addr string) (*pool.Hold, int, metric.AddOption, error) {
-	slot, err := s.pending.Take("addr:"+addr, 1)
-	switch {
-	case errors.Is(err, pool.ErrFull):
-		return nil, http.StatusServiceUnavailable, refusedPending,
-			fmt.Errorf("%w: %d WebSockets have not sent their connection_init (--max-pending-websockets); retry", errkind.Refused, s.pending.Size())
-	case errors.Is(err, pool.ErrShare):
-		s.h.callers.Shared(ctx, "addr:"+addr)
-		return nil, http.StatusTooManyRequests, refusedPendingAddr,
-			fmt.Errorf("%w: %d WebSockets from this address have not sent their connection_init (--max-pending-websockets-per-address); retry", errkind.Throttled, s.pending.Share())
-	}
-	return slot, 0, nil, nil
 }
 
 // offeredProtocols are the subprotocols a WebSocket upgrade offers.
