@@ -219,6 +219,8 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.Var(byteFlag(&c.Subscriptions.TotalBytes), "subscription-memory", "the `size` of the items kept for every list's subscriptions together; past it the furthest behind are ended")
 	fs.Var(byteFlag(&c.Subscriptions.CatchUpBytes), "catch-up-bytes", "the `size` of the pages subscriptions hold as they catch up (with since, or after a position), together; more wait")
 	fs.Float64Var(&c.Subscriptions.CatchUpShare, "caller-catch-up-bytes-share", endpoint.DefaultSubscriptions.CatchUpShare, "the share of --catch-up-bytes one caller's subscriptions may hold as they catch up (at least one page), above 0 and at most 1; past it they wait, and other callers' do not")
+	fs.Var(byteFlag(&c.Subscriptions.OperationBytes), "subscription-operation-bytes", "the `size` of what open subscriptions keep of their operations (each its parsed operation and variables, copied without their text and comments), together; past it a new subscription is refused")
+	fs.Float64Var(&c.Subscriptions.OperationShare, "caller-subscription-operation-bytes-share", endpoint.DefaultSubscriptions.OperationShare, "the share of --subscription-operation-bytes one caller's subscriptions may keep, above 0 and at most 1; past it its new subscriptions are refused THROTTLED, and other callers' are not")
 	fs.IntVar(&c.Subscriptions.MaxLists, "max-watched-lists", endpoint.DefaultSubscriptions.MaxLists, "lists this gateway watches at once for its subscriptions")
 	fs.IntVar(&c.Subscriptions.PerConnection, "max-subscriptions-per-connection", endpoint.DefaultSubscriptions.PerConnection, "subscriptions open on one WebSocket")
 	fs.IntVar(&c.Subscriptions.PerCaller, "max-subscriptions-per-caller", endpoint.DefaultSubscriptions.PerCaller, "subscriptions open for one caller (an API key, a JWT's issuer and subject, or an address without authentication) on this gateway")
@@ -350,6 +352,10 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--caller-max-websockets-share %v: must be above 0 and at most 1", c.Subscriptions.SocketsShare)
 	case c.Subscriptions.CatchUpShare <= 0 || c.Subscriptions.CatchUpShare > 1:
 		return c, fmt.Errorf("--caller-catch-up-bytes-share %v: must be above 0 and at most 1", c.Subscriptions.CatchUpShare)
+	case c.Subscriptions.OperationShare <= 0 || c.Subscriptions.OperationShare > 1:
+		return c, fmt.Errorf("--caller-subscription-operation-bytes-share %v: must be above 0 and at most 1", c.Subscriptions.OperationShare)
+	case c.Subscriptions.OperationBytes < 64<<10:
+		return c, fmt.Errorf("--subscription-operation-bytes %d: must be 64KiB or more", c.Subscriptions.OperationBytes)
 	case c.TrustedDocumentsMode != "" && c.TrustedDocumentsMode != "off" && c.TrustedDocuments == "":
 		return c, fmt.Errorf("--trusted-documents-mode %s needs --trusted-documents, the manifest of the operations clients ship", c.TrustedDocumentsMode)
 	case c.Limits.MaxEntities < 1:

@@ -13,7 +13,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -334,4 +337,141 @@ func TestFullPendingWebSocketsShedTheOldest(t *testing.T) {
 	if n := metric(t, g.base, "listgate_subscriptions_refused_total", `reason="max_pending_websockets"`); n != 2 {
 		t.Errorf("listgate_subscriptions_refused_total{reason=\"max_pending_websockets\"} = %v, want 2", n)
 	}
+}
+
+// liveHeap is the gateway's heap right after a collection, which its
+// profile endpoint (--pprof-listen, at pprof) runs when asked: what it
+// keeps, not what it has yet to collect.
+func (g *gateway) liveHeap(pprof string) float64 {
+	g.t.Helper()
+	resp, err := http.Get("http://" + pprof + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return metric(g.t, g.base, "go_memstats_heap_alloc_bytes")
+}
+
+// pprofAddress is the address the gateway serves its profiles on, from
+// its start-up line (logged at info).
+func (g *gateway) pprofAddress() string {
+	g.t.Helper()
+	m := regexp.MustCompile(`pprof_listen=(\S+)`).FindStringSubmatch(g.stderr.String())
+	if m == nil || m[1] == "off" {
+		g.t.Fatalf("no pprof_listen in the gateway's start-up line")
+	}
+	return m[1]
+}
+
+// paddedSubscription is a subscription to user/u1's seen whose text is
+// about size bytes: its operation, then comments.
+func paddedSubscription(size int) string {
+	op := `subscription Watch { listItemsAdded(entityType: "user", entityId: "u1", feature: "seen") { value timestamp cursor } }`
+	line := "# " + strings.Repeat("x", 97) + "\n"
+	return op + "\n" + strings.Repeat(line, (size-len(op))/len(line))
+}
+
+// An open subscription keeps what runs it, not the subscribe message it
+// arrived in: 200 idle subscriptions, each of 900 KB of text (its
+// comments), hold a small part of that on the gateway's heap. Each once
+// kept its text, its comments parsed, and more: 800 of them held 1,008 MB.
+func TestIdleSubscriptionsKeepNotTheirText(t *testing.T) {
+	g := startGateway(t, "LISTGATE_PPROF_LISTEN=127.0.0.1:0", "LISTGATE_LOG_LEVEL=info")
+	pprof := g.pprofAddress()
+	g.mustOK(`mutation { createListFeature(input: {entityType: "user", name: "seen", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, nil)
+	const sockets, each, size = 2, 100, 900_000
+	text := paddedSubscription(size)
+	var conns []*rawSocket
+	for range sockets {
+		s, _, err := dialRaw(t, g.base, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.init("")
+		conns = append(conns, s)
+	}
+	before := g.liveHeap(pprof)
+	for i, s := range conns {
+		for j := range each {
+			s.subscribe(fmt.Sprint(i, "-", j), text, nil)
+		}
+	}
+	for deadline := time.Now().Add(2 * time.Minute); metric(t, g.base, "listgate_subscriptions_active") < sockets*each; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v subscriptions active after 2 minutes, want %d", metric(t, g.base, "listgate_subscriptions_active"), sockets*each)
+		}
+	}
+	after := g.liveHeap(pprof)
+	perSubscription := (after - before) / (sockets * each)
+	t.Logf("live heap %.1f MB before, %.1f MB with %d idle subscriptions of %d bytes of text: %.1f KB each",
+		before/1e6, after/1e6, sockets*each, len(text), perSubscription/1e3)
+	// A generous bound: an eighth of the text.
+	if perSubscription > float64(len(text))/8 {
+		t.Errorf("an idle subscription holds %.0f KB of heap, more than an eighth of its %d KB of text", perSubscription/1e3, len(text)/1000)
+	}
+	// They still run.
+	g.mustOK(`mutation { addListItems(list: {entityType: "user", entityId: "u1", feature: "seen"}, items: [{value: "story1"}]) { added } }`, nil)
+	if b, m, err := conns[0].read(); err != nil || m["type"] != "next" || !strings.Contains(string(b), "story1") {
+		t.Fatalf("a subscription after an add: %.300s %v", b, err)
+	}
+}
+
+// What subscriptions keep of their operations is a pool of
+// --subscription-operation-bytes, of which one caller keeps at most its
+// share: past it, its next subscription is refused THROTTLED, naming the
+// flag, while another caller's is served; once one of its own ends, it
+// subscribes again.
+func TestSubscriptionOperationsWithinCallersShare(t *testing.T) {
+	g := startGateway(t, "LISTGATE_SUBSCRIPTION_OPERATION_BYTES=1048576") // a caller's share: 512 KiB
+	g.mustOK(`mutation { createListFeature(input: {entityType: "user", name: "seen", valueType: STRING, ttlSeconds: 3600, live: true}) { key } }`, nil)
+	// About 300 KB kept: three aliases of 100 KB.
+	var fields []string
+	for _, c := range []string{"a", "b", "c"} {
+		fields = append(fields, strings.Repeat(c, 100_000)+": value")
+	}
+	big := `subscription { listItemsAdded(entityType: "user", entityId: "u1", feature: "seen") { ` + strings.Join(fields, " ") + ` } }`
+	active := func(want float64) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); metric(t, g.base, "listgate_subscriptions_active") != want; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("listgate_subscriptions_active is %v, want %v", metric(t, g.base, "listgate_subscriptions_active"), want)
+			}
+		}
+	}
+	a, _, err := dialRaw(t, g.base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.init("")
+	a.subscribe("1", big, nil)
+	active(1)
+	a.subscribe("2", big, nil)
+	b, m, err := a.read()
+	if err != nil || m["type"] != "error" || m["id"] != "2" || !strings.Contains(string(b), `"THROTTLED"`) || !strings.Contains(string(b), "--caller-subscription-operation-bytes-share") {
+		t.Fatalf("a second subscription past the caller's share: %.400s %v", b, err)
+	}
+	if n := metric(t, g.base, "listgate_subscriptions_refused_total", `reason="caller_subscription_operation_bytes_share"`); n != 1 {
+		t.Errorf("listgate_subscriptions_refused_total{reason=\"caller_subscription_operation_bytes_share\"} = %v, want 1", n)
+	}
+
+	// Another caller: in development without credentials, another address.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.base, "http")+"/graphql", &websocket.DialOptions{
+		Subprotocols: []string{"graphql-transport-ws"}, HTTPClient: &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}})
+	if err != nil {
+		t.Fatalf("a client from 127.0.0.2: %v", err)
+	}
+	defer conn.CloseNow()
+	other := &rawSocket{t: t, ctx: ctx, conn: conn}
+	other.init("")
+	other.subscribe("1", big, nil)
+	active(2)
+
+	a.send(map[string]any{"id": "1", "type": "complete"})
+	active(1)
+	a.subscribe("3", big, nil)
+	active(2)
 }

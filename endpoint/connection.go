@@ -512,9 +512,11 @@ func (c *connection) takeRunning() (leave func(), err error) {
 }
 
 // subscription sets a subscription up, unless the connection or its
-// caller holds its bound of subscriptions, or the gateway is shutting
-// down: it returns its results, for stream to write, or nil once it has
-// ended. Shutdown waits for its last message.
+// caller holds its bound of subscriptions or its share of what they keep
+// of their operations, or the gateway is shutting down: it returns its
+// results, for stream to write, or nil once it has ended. It keeps what
+// runs its operation, not its text (kept.go). Shutdown waits for its last
+// message.
 func (c *connection) subscription(ctx context.Context, s *started, rc *graphql.OperationContext) (responses graphql.ResponseHandler, sctx context.Context) {
 	leave, err := c.s.acquireSubscription(ctx, c)
 	if err != nil {
@@ -522,6 +524,16 @@ func (c *connection) subscription(ctx context.Context, s *started, rc *graphql.O
 		return nil, nil
 	}
 	s.place = leave
+	rc, size := kept(rc)
+	held, err := c.s.keep(ctx, c.caller, size)
+	if err != nil {
+		s.fail(ctx, errorList(err))
+		return nil, nil
+	}
+	s.place = func() {
+		held.Release()
+		leave()
+	}
 	if !c.s.begin(&c.s.streams) {
 		s.fail(ctx, errorList(fmt.Errorf("%w: the gateway is shutting down; connect to another replica", errkind.Refused)))
 		return nil, nil

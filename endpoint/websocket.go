@@ -48,6 +48,11 @@ type Subscriptions struct {
 	// ListBytes, TotalBytes and CatchUpBytes bound the items kept for one
 	// list's subscriptions, for every list's, and the catch-up pages held.
 	ListBytes, TotalBytes, CatchUpBytes int64
+	// OperationBytes bounds what open subscriptions keep of their
+	// operations (kept.go), together; OperationShare is the share of it one
+	// caller's may keep (above 0, at most 1).
+	OperationBytes int64
+	OperationShare float64
 	// Origins may open WebSockets from a browser besides the gateway's
 	// own: the CORS origins (https://app.example.com), or "*" for any.
 	Origins []string
@@ -57,7 +62,8 @@ type Subscriptions struct {
 var DefaultSubscriptions = Subscriptions{MaxLists: 10_000, PerConnection: 100, PerCaller: 1000,
 	MaxSockets: 10_000, SocketsShare: 0.5, MaxPending: 1000, MaxPendingPerAddress: 20, InitTimeout: 3 * time.Second, MaxOperations: 16,
 	BufferBytes: watch.Defaults.SubscriptionBytes, SlowTimeout: watch.Defaults.SlowAfter,
-	ListBytes: watch.Defaults.ListBytes, TotalBytes: watch.Defaults.TotalBytes, CatchUpBytes: watch.Defaults.CatchUpBytes, CatchUpShare: 0.5}
+	ListBytes: watch.Defaults.ListBytes, TotalBytes: watch.Defaults.TotalBytes, CatchUpBytes: watch.Defaults.CatchUpBytes, CatchUpShare: 0.5,
+	OperationBytes: 64 << 20, OperationShare: 0.5}
 
 // withDefaults fills in the bounds left at zero.
 func (s Subscriptions) withDefaults() Subscriptions {
@@ -71,7 +77,10 @@ func (s Subscriptions) withDefaults() Subscriptions {
 	if s.InitTimeout <= 0 {
 		s.InitTimeout = d.InitTimeout
 	}
-	for _, f := range []struct{ v, d *float64 }{{&s.SocketsShare, &d.SocketsShare}, {&s.CatchUpShare, &d.CatchUpShare}} {
+	if s.OperationBytes <= 0 {
+		s.OperationBytes = d.OperationBytes
+	}
+	for _, f := range []struct{ v, d *float64 }{{&s.SocketsShare, &d.SocketsShare}, {&s.CatchUpShare, &d.CatchUpShare}, {&s.OperationShare, &d.OperationShare}} {
 		if *f.v <= 0 {
 			*f.v = *f.d
 		}
@@ -104,6 +113,7 @@ type sockets struct {
 	cfg     Subscriptions
 	open    *pool.Pool // a slot per WebSocket past its connection_init, each caller's share of them
 	pending *pool.Pool // a slot per WebSocket before it (pending.go), each client's share of them
+	kept    *pool.Pool // the bytes subscriptions keep of their operations (kept.go), each caller's share of them
 	closing context.Context
 	close   context.CancelFunc
 	conns   sync.WaitGroup // WebSockets being served; added to by begin
@@ -139,20 +149,23 @@ func newSockets(cfg Subscriptions, meter metric.Meter) (*sockets, error) {
 	closing, close := context.WithCancel(context.Background())
 	return &sockets{cfg: cfg, open: pool.New(int64(cfg.MaxSockets), int64(cfg.SocketsShare*float64(cfg.MaxSockets))),
 		pending: pool.New(int64(cfg.MaxPending), int64(cfg.MaxPendingPerAddress)),
+		kept:    pool.New(cfg.OperationBytes, int64(cfg.OperationShare*float64(cfg.OperationBytes))),
 		closing: closing, close: close, refused: refused, byCaller: map[string]int{}, waiting: list.New()}, nil
 }
 
 // Why a WebSocket or a subscription is refused, as listgate_subscriptions_refused_total's reason.
 var (
-	refusedWebSockets    = reason("max_websockets")
-	refusedSocketsShare  = reason("caller_max_websockets_share")
-	refusedPending       = reason("max_pending_websockets")
-	refusedPendingAddr   = reason("max_pending_websockets_per_address")
-	refusedPerConnection = reason("per_connection")
-	refusedPerCaller     = reason("per_caller")
-	refusedWatchedLists  = reason("max_watched_lists")
-	refusedShuttingDown  = reason("shutting_down")
-	refusedClockSkew     = reason("clock_skew")
+	refusedWebSockets     = reason("max_websockets")
+	refusedSocketsShare   = reason("caller_max_websockets_share")
+	refusedPending        = reason("max_pending_websockets")
+	refusedPendingAddr    = reason("max_pending_websockets_per_address")
+	refusedPerConnection  = reason("per_connection")
+	refusedPerCaller      = reason("per_caller")
+	refusedOperationBytes = reason("subscription_operation_bytes")
+	refusedOperationShare = reason("caller_subscription_operation_bytes_share")
+	refusedWatchedLists   = reason("max_watched_lists")
+	refusedShuttingDown   = reason("shutting_down")
+	refusedClockSkew      = reason("clock_skew")
 )
 
 func reason(r string) metric.AddOption {
