@@ -214,40 +214,15 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, nil, fmt.Errorf("%w: offer the %s subprotocol (Sec-WebSocket-Protocol: %s), as the graphql-ws library does", errkind.Malformed, protocol, protocol))
 		return
 	}
-	client := s.h.clients.of(r)
-	a := admission{}
-	if token := r.Header.Get("Authorization"); token != "" {
-		p, err := s.h.auth.Authenticate(token)
-		if err != nil {
+	a, status, why, err := s.admit(ctx, r)
+	if err != nil {
+		if status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="listgate"`)
-			refuse(http.StatusUnauthorized, nil, err)
-			return
-		}
-		// Authenticated already: it holds its caller's slot of
-		// --max-websockets at once, and none of those kept for WebSockets
-		// before their connection_init.
-		a.principal, a.caller = p, callerName(p, client)
-		slot, status, why, err := s.takeOpen(ctx, a.caller)
-		if err != nil {
+		} else {
 			w.Header().Set("Retry-After", "1")
-			refuse(status, why, err)
-			return
 		}
-		a.open = slot
-	} else {
-		// Said early, while HTTP can say it; connection_init takes the slot.
-		if status, why, err := s.room(ctx, ""); err != nil {
-			w.Header().Set("Retry-After", "1")
-			refuse(status, why, err)
-			return
-		}
-		p, status, why, err := s.takePending(ctx, client)
-		if err != nil {
-			w.Header().Set("Retry-After", "1")
-			refuse(status, why, err)
-			return
-		}
-		a.pending = p
+		refuse(status, why, err)
+		return
 	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{protocol},
@@ -266,7 +241,7 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.conns.Done()
-	c := &connection{s: s, ws: ws, principal: a.principal, addr: client, active: map[string]context.CancelFunc{}}
+	c := &connection{s: s, ws: ws, principal: a.principal, addr: a.client, active: map[string]context.CancelFunc{}}
 	c.serve(ctx, a)
 }
 
@@ -275,10 +250,39 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 // upgrade carried a valid Authorization, its principal, and its caller's
 // slot of --max-websockets (open).
 type admission struct {
+	client    string // its address (clients.go)
 	pending   *pendingSocket
 	principal *auth.Principal
 	caller    string
 	open      *pool.Hold
+}
+
+// admit gives a WebSocket upgrade what it holds until its connection_init,
+// or says why it gets nothing: the status, the reason and the error to
+// refuse it with.
+func (s *sockets) admit(ctx context.Context, r *http.Request) (admission, int, metric.AddOption, error) {
+	a := admission{client: s.h.clients.of(r)}
+	token := r.Header.Get("Authorization")
+	if token == "" {
+		// Said early, while HTTP can say it; connection_init takes the slot.
+		if status, why, err := s.room(ctx, ""); err != nil {
+			return a, status, why, err
+		}
+		p, status, why, err := s.takePending(ctx, a.client)
+		a.pending = p
+		return a, status, why, err
+	}
+	p, err := s.h.auth.Authenticate(token)
+	if err != nil {
+		return a, http.StatusUnauthorized, nil, err
+	}
+	// Authenticated already: it holds its caller's slot of --max-websockets
+	// at once, and none of those kept for WebSockets before their
+	// connection_init.
+	a.principal, a.caller = p, callerName(p, a.client)
+	slot, status, why, err := s.takeOpen(ctx, a.caller)
+	a.open = slot
+	return a, status, why, err
 }
 
 // release gives back what a WebSocket that will not be served holds.
