@@ -524,7 +524,7 @@ func (c *connection) subscription(ctx context.Context, s *started, rc *graphql.O
 		return nil, nil
 	}
 	s.place = leave
-	rc, size := kept(rc)
+	rc, size := c.s.copies.kept(rc)
 	held, err := c.s.keep(ctx, c.caller, size)
 	if err != nil {
 		s.fail(ctx, errorList(err))

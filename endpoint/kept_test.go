@@ -44,7 +44,8 @@ query Other { a }
 	}
 	rc := &graphql.OperationContext{RawQuery: text, Doc: doc, Operation: op, OperationName: "Watch", Variables: vars,
 		Extensions: map[string]any{"cost": true}}
-	k, size := kept(rc)
+	copies := newKeptDocuments(16)
+	k, size := copies.kept(rc)
 
 	start := uintptr(unsafe.Pointer(unsafe.StringData(text)))
 	walk(t, reflect.ValueOf(k), map[uintptr]bool{}, func(path string, v reflect.Value) {
@@ -77,6 +78,17 @@ query Other { a }
 	}
 	if size < 1000 || size > int64(len(text))/20 {
 		t.Errorf("kept %d bytes of a text of %d, its operation about 300", size, len(text))
+	}
+
+	// Another subscription of the same document (the query cache's) runs
+	// the same copy, with variables of its own.
+	vars2, err := validator.VariableValues(schema, op, map[string]any{"e": "u2", "withTime": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, size2 := copies.kept(&graphql.OperationContext{RawQuery: text, Doc: doc, Operation: op, OperationName: "Watch", Variables: vars2})
+	if k2.Doc != k.Doc || k2.Operation != k.Operation || size2 != size-int64(len("u-default")-len("u2")) || k2.Variables["e"] != "u2" || k.Variables["e"] != "u-default" {
+		t.Errorf("a second subscription of the document: its own copy %v, %d bytes (%d), variables %v", k2.Doc != k.Doc, size2, size, k2.Variables)
 	}
 }
 

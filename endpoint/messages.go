@@ -26,17 +26,20 @@ const maxIDBytes = 128
 // payload: its id, written as JSON once, when the operation starts, and
 // not escaped for HTML (only the payload's data is, as over HTTP).
 type envelope struct {
-	id     string
-	quoted []byte // the id as a JSON string
-	next   []byte // a next message up to its payload: {"type":"next","id":…,"payload":
+	id   string
+	next []byte // a next message up to its payload: {"type":"next","id":…,"payload":
 }
+
+const nextStart, nextEnd = `{"type":"next","id":`, `,"payload":`
 
 func newEnvelope(id string) envelope {
 	// Invalid UTF-8 becomes U+FFFD, as encoding/json would write it.
-	quoted, _ := jsontext.AppendQuote(nil, id)
-	next := append(append([]byte(`{"type":"next","id":`), quoted...), `,"payload":`...)
-	return envelope{id: id, quoted: quoted, next: next}
+	next, _ := jsontext.AppendQuote(append(make([]byte, 0, len(nextStart)+len(id)+2+len(nextEnd)), nextStart...), id)
+	return envelope{id: id, next: append(next, nextEnd...)}
 }
+
+// quoted is the id as a JSON string.
+func (e envelope) quoted() []byte { return e.next[len(nextStart) : len(e.next)-len(nextEnd)] }
 
 // size is what a next message adds to its payload: --max-response-bytes
 // bounds the two together.
@@ -77,13 +80,13 @@ func (m *messageWriter) Write(p []byte) (int, error) {
 // error ends an operation with errors, before or instead of its results.
 func (c *connection) error(ctx context.Context, e envelope, errs gqlerror.List) {
 	payload, _ := json.Marshal(errs)
-	b := append(append([]byte(`{"type":"error","id":`), e.quoted...), `,"payload":`...)
+	b := append(append([]byte(`{"type":"error","id":`), e.quoted()...), `,"payload":`...)
 	c.send(ctx, append(append(b, payload...), '}'))
 }
 
 // complete ends an operation with a complete message.
 func (c *connection) complete(ctx context.Context, e envelope) {
-	b := append(append([]byte(`{"type":"complete","id":`), e.quoted...), '}')
+	b := append(append([]byte(`{"type":"complete","id":`), e.quoted()...), '}')
 	c.send(ctx, b)
 }
 

@@ -111,9 +111,10 @@ const (
 type sockets struct {
 	h       *Handler
 	cfg     Subscriptions
-	open    *pool.Pool // a slot per WebSocket past its connection_init, each caller's share of them
-	pending *pool.Pool // a slot per WebSocket before it (pending.go), each client's share of them
-	kept    *pool.Pool // the bytes subscriptions keep of their operations (kept.go), each caller's share of them
+	open    *pool.Pool     // a slot per WebSocket past its connection_init, each caller's share of them
+	pending *pool.Pool     // a slot per WebSocket before it (pending.go), each client's share of them
+	kept    *pool.Pool     // the bytes subscriptions keep of their operations (kept.go), each caller's share of them
+	copies  *keptDocuments // the operations subscriptions run, copied without their text
 	closing context.Context
 	close   context.CancelFunc
 	conns   sync.WaitGroup // WebSockets being served; added to by begin
@@ -149,7 +150,7 @@ func newSockets(cfg Subscriptions, meter metric.Meter) (*sockets, error) {
 	closing, close := context.WithCancel(context.Background())
 	return &sockets{cfg: cfg, open: pool.New(int64(cfg.MaxSockets), int64(cfg.SocketsShare*float64(cfg.MaxSockets))),
 		pending: pool.New(int64(cfg.MaxPending), int64(cfg.MaxPendingPerAddress)),
-		kept:    pool.New(cfg.OperationBytes, int64(cfg.OperationShare*float64(cfg.OperationBytes))),
+		kept:    pool.New(cfg.OperationBytes, int64(cfg.OperationShare*float64(cfg.OperationBytes))), copies: newKeptDocuments(4096),
 		closing: closing, close: close, refused: refused, byCaller: map[string]int{}, waiting: list.New()}, nil
 }
 
