@@ -36,12 +36,13 @@ func errorBytes(e *gqlerror.Error) int {
 
 // responseBound bounds each response (a query's or mutation's, a
 // subscription's result, an error answered instead) to
-// --max-response-bytes. Its list items, the features its queries read and
-// its errors were charged as they were made, and past the bound the error
+// --max-response-bytes, with the envelope of the message that carries it
+// (a WebSocket's). Its list items, the features its queries read and its
+// errors were charged as they were made, and past the bound the error
 // presenter showed each error as the one that says so: it keeps the first
-// of those, and none after. What else the data holds (names, ids, the feature a mutation
-// returns) is counted once it is written: a response larger than the
-// bound is answered with that error alone.
+// of those, and none after. What else the data holds (names, ids, the
+// feature a mutation returns) is counted once it is written: a response
+// larger than the bound is answered with that error alone.
 type responseBound struct{ lists *lists.Service }
 
 var _ interface {
@@ -65,10 +66,15 @@ func (r responseBound) InterceptResponse(ctx context.Context, next graphql.Respo
 		full = true
 		return seen
 	})
-	if written(resp) <= r.lists.Limits().MaxResponseBytes {
+	op := operation.From(ctx)
+	envelope := 0
+	if op != nil {
+		envelope = op.Envelope
+	}
+	if written(resp)+envelope <= r.lists.Limits().MaxResponseBytes {
 		return resp
 	}
-	if op := operation.From(ctx); op != nil {
+	if op != nil {
 		op.AddCode(CodeBadUserInput)
 	}
 	return &graphql.Response{Errors: gqlerror.List{responseFull(r.lists, nil)}, Extensions: resp.Extensions}

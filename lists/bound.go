@@ -97,6 +97,16 @@ func quotedLen(s string) int {
 	return n
 }
 
+// ChargeEnvelope counts, against MaxResponseBytes, what the message that
+// carries the response of the operation in ctx adds to it (a WebSocket
+// message's type and id), before anything else: the bound is the
+// message's.
+func (s *Service) ChargeEnvelope(ctx context.Context, n int) {
+	if req := readsFrom(ctx); req != nil {
+		req.bytes.Add(int64(n))
+	}
+}
+
 // ChargeError counts the bytes of an error the operation's response would
 // carry against MaxResponseBytes, with its list items, and reports whether
 // it fits. Once one has not, none does: past its bound a response carries
