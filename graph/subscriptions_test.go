@@ -311,6 +311,11 @@ func TestSubscriptionEndsWithItsCode(t *testing.T) {
 		g, srv := subscriptionGateway(t, s, metered, func(c *endpoint.Config) {
 			c.Subscriptions.BufferBytes = 1 << 10
 			c.Subscriptions.SlowTimeout = 100 * time.Millisecond
+			// The slow client reads nothing while the 40 adds run; a write
+			// blocked past --request-timeout would close its socket
+			// before the TOO_SLOW it is waiting for (the adds took over
+			// 10 s under the race detector on 2 loaded cores).
+			c.Limits.RequestTimeout = 2 * time.Minute
 		})
 		g.createFeature("f", "STRING", 3600)
 		subscribeTo := func(c *wsClient, id, entityID string) {
