@@ -1,11 +1,11 @@
 package endpoint
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/operation"
 	"github.com/listgate/listgate/pool"
 )
@@ -352,6 +353,7 @@ func (c *connection) recovered(ctx context.Context, s *started, p any) {
 func (c *connection) end(ctx context.Context, s *started, op *operation.Operation) {
 	s.cancel()
 	op.End()
+	lists.Answered(ctx)
 	c.s.h.observer.done(ctx, op)
 	c.ops.Done()
 }
@@ -400,7 +402,7 @@ func (c *connection) inSlot(ctx, timed context.Context, s *started, op *operatio
 	case rc.Operation.Operation == ast.Subscription:
 		return rc
 	}
-	c.query(ctx, timed, s, op, rc)
+	c.query(ctx, timed, s, op, rc, slot)
 	return nil
 }
 
@@ -423,8 +425,9 @@ func (c *connection) parse(timed context.Context, s *started, op *operation.Oper
 
 // query runs a query or mutation, if the connection runs fewer than
 // --max-websocket-operations, and answers it: its result by its deadline,
-// or TIMEOUT; nothing once the client has completed it.
-func (c *connection) query(ctx, timed context.Context, s *started, op *operation.Operation, rc *graphql.OperationContext) {
+// or TIMEOUT; nothing once the client has completed it. Its slot and its
+// complexity are given back once its answer is made, before it is written.
+func (c *connection) query(ctx, timed context.Context, s *started, op *operation.Operation, rc *graphql.OperationContext, slot *pool.Hold) {
 	h := c.s.h
 	leave, err := c.takeRunning()
 	if err != nil {
@@ -434,6 +437,8 @@ func (c *connection) query(ctx, timed context.Context, s *started, op *operation
 	s.place = leave
 	responses, timed := h.exec.DispatchOperation(timed, rc)
 	resp := responses(timed)
+	slot.Release()
+	op.End()
 	switch {
 	case ctx.Err() != nil:
 		// The client completed it, or went away: nothing more is sent.
@@ -524,15 +529,16 @@ func errorList(err error) gqlerror.List {
 	return gqlerror.List{gqlerror.WrapPath(nil, err)}
 }
 
-// next sends one result of an operation.
+// next sends one result of an operation, in one buffer of its size: the
+// answer is held twice while it is written, not three times.
 func (c *connection) next(ctx context.Context, id string, resp *graphql.Response) bool {
-	var b strings.Builder
+	b := bytes.NewBuffer(make([]byte, 0, len(resp.Data)+len(id)+64))
 	b.WriteString(`{"type":"next","id":`)
-	writeJSONString(&b, id)
+	writeJSONString(b, id)
 	b.WriteString(`,"payload":`)
-	writeResponse(&b, resp)
+	writeResponse(b, resp)
 	b.WriteByte('}')
-	return c.send(ctx, []byte(b.String()))
+	return c.send(ctx, b.Bytes())
 }
 
 // error ends an operation with errors, before or instead of its results.
@@ -590,7 +596,7 @@ func (c *connection) keepAlive(ctx context.Context) {
 }
 
 // writeJSONString writes s as a JSON string.
-func writeJSONString(b *strings.Builder, s string) {
+func writeJSONString(b *bytes.Buffer, s string) {
 	q, _ := json.Marshal(s)
 	b.Write(q)
 }

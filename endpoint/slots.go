@@ -14,8 +14,8 @@ import (
 // The slots of --max-in-flight are a pool (package pool): one slot for
 // each operation served over HTTP, and one for each subscribe message's
 // operation while it is admitted (a subscription gives it back once it is
-// parsed, a query or a mutation once it is answered). No caller holds
-// more than its share
+// parsed, a query or a mutation once its answer is made, before it is
+// written). No caller holds more than its share
 // (--caller-max-in-flight-share), and callers past their floor leave the
 // pool's headroom to the others (pool.Parts), so that neither one caller
 // nor a few hold them all.

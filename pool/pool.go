@@ -103,6 +103,13 @@ func (p *Pool) Share() int64 { return p.parts.Share }
 // Parts are how the pool is shared.
 func (p *Pool) Parts() Parts { return p.parts }
 
+// Used is what is held of the pool.
+func (p *Pool) Used() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.used
+}
+
 // Waiting is how many wait for the pool or for their caller's share.
 func (p *Pool) Waiting() int64 { return p.waiting.Load() }
 
@@ -165,9 +172,35 @@ func (p *Pool) Wait(ctx context.Context, caller string, n int64) (*Hold, error) 
 	c := p.join(caller)
 	p.mu.Unlock()
 	h := &Hold{p: p, caller: caller, part: c}
-	n = max(n, 0)
+	if err := h.wait(ctx, c, n); err != nil {
+		p.mu.Lock()
+		p.forget(caller, c)
+		p.mu.Unlock()
+		return nil, err
+	}
+	return h, nil
+}
+
+// GrowWait takes n more for the hold's caller, waiting as Wait does; a
+// released hold takes nothing (ErrFull).
+func (h *Hold) GrowWait(ctx context.Context, n int64) error {
+	h.p.mu.Lock()
+	c := h.part
+	h.p.mu.Unlock()
+	if c == nil {
+		return ErrFull
+	}
+	return h.wait(ctx, c, n)
+}
+
+// wait takes n into h, of its caller's part c, waiting as Wait says.
+func (h *Hold) wait(ctx context.Context, c *part, n int64) error {
+	p := h.p
+	if n <= 0 {
+		return nil
+	}
 	if !p.acquire(ctx, c.held, n) {
-		return nil, p.gaveUp(h, 0, false, ErrShare)
+		return ErrShare
 	}
 	p.mu.Lock()
 	past := p.parts.Past(c.floor, n)
@@ -175,36 +208,32 @@ func (p *Pool) Wait(ctx context.Context, caller string, n int64) (*Hold, error) 
 		c.floor += n // asked within its floor: its other waiters see it
 	}
 	p.mu.Unlock()
-	if past && !p.acquire(ctx, p.past, n) {
-		return nil, p.gaveUp(h, n, false, ErrShare)
-	}
-	if !p.acquire(ctx, p.all, n) {
-		return nil, p.gaveUp(h, n, past, ErrFull)
+	var err error
+	switch {
+	case past && !p.acquire(ctx, p.past, n):
+		err = ErrShare
+	case !p.acquire(ctx, p.all, n):
+		err = ErrFull
+		if past {
+			p.past.Release(n)
+		}
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if !past {
 		c.floor -= n // add counts it again, as held
 	}
-	p.add(h, n, past)
-	return h, nil
-}
-
-// gaveUp gives back what a waiter took before its ctx ended: n of its
-// caller's share, and n past the floors (or within its floor).
-func (p *Pool) gaveUp(h *Hold, n int64, past bool, err error) error {
-	p.mu.Lock()
-	c := h.part
-	switch {
-	case n == 0:
-	case past:
-		p.past.Release(n)
-	default:
-		c.floor -= n
+	if err == nil && h.part == nil {
+		err = ErrFull // released meanwhile
+		p.all.Release(n)
+		if past {
+			p.past.Release(n)
+		}
 	}
-	p.forget(h.caller, c)
+	if err == nil {
+		p.add(h, n, past)
+	}
 	p.mu.Unlock()
-	if n > 0 {
+	if err != nil {
 		c.held.Release(n)
 	}
 	return err

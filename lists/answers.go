@@ -1,0 +1,195 @@
+package lists
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/pool"
+	"github.com/listgate/listgate/store"
+	"github.com/listgate/listgate/store/keys"
+)
+
+// The bytes of answers are a pool (Config.Answers, --max-in-flight-
+// response-bytes) that every query and mutation takes from as its answer is
+// built and gives back once it is written, within its caller's share: the
+// memory a caller's answers hold, whatever their clients read, is bounded
+// by what its share holds, where their complexity says nothing of bytes.
+// A page reserves, before it is read, what it may hold (its limit times
+// the largest item its feature's pages held so far, or --max-value-bytes
+// before any), waiting for room until the operation's deadline, and keeps
+// what it holds once read; once the answer is built it holds the bytes it
+// writes (the endpoint settles it, Settle), until the endpoint says it is
+// written (Answered).
+
+// itemOverhead is what an item read holds beyond its key and value.
+const itemOverhead = 64
+
+// answer is what one operation holds of the answers' bytes.
+type answer struct {
+	caller string     // whose share it takes, set before it runs (SetCaller)
+	mu     sync.Mutex // guards hold
+	hold   *pool.Hold // nil until it takes some
+}
+
+// SetCaller says whose share of the answers' bytes the operation in ctx
+// takes.
+func SetCaller(ctx context.Context, caller string) {
+	if r := readsFrom(ctx); r != nil {
+		r.answer.caller = caller
+	}
+}
+
+// Answered gives back what the operation in ctx holds of the answers'
+// bytes: its answer is written, or will not be.
+func Answered(ctx context.Context) {
+	if r := readsFrom(ctx); r != nil {
+		r.answer.mu.Lock()
+		h := r.answer.hold
+		r.answer.hold = nil
+		r.answer.mu.Unlock()
+		if h != nil {
+			h.Release()
+		}
+	}
+}
+
+// held is the operation's hold of the answers' bytes, taken (empty) on
+// first use.
+func (a *answer) held(p *pool.Pool) *pool.Hold {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.hold == nil {
+		a.hold, _ = p.Take(a.caller, 0) // nothing is always there
+	}
+	return a.hold
+}
+
+// reserve takes n of the answers' bytes for the operation of req, waiting
+// for room in its caller's share and in the pool until ctx ends.
+func (s *Service) reserve(ctx context.Context, req *Reads, n int64) error {
+	if s.answers == nil || req == nil {
+		return nil
+	}
+	if err := req.answer.held(s.answers).GrowWait(ctx, n); err != nil {
+		return s.answersRefused(err, true)
+	}
+	return nil
+}
+
+// settle sets what the operation of req holds for a read from reserved to
+// read: a page keeps what it holds, not what it reserved. More is taken at
+// once, or refused.
+func (s *Service) settle(req *Reads, reserved, read int64) error {
+	if s.answers == nil || req == nil {
+		return nil
+	}
+	h := req.answer.held(s.answers)
+	if read <= reserved {
+		h.Give(reserved - read)
+		return nil
+	}
+	if err := h.Grow(read - reserved); err != nil {
+		h.Give(reserved) // the page is not shown
+		return s.answersRefused(err, false)
+	}
+	return nil
+}
+
+// Settle has the operation in ctx hold n bytes of answers, what its answer
+// writes, once it is built: what its reads held past that is given back,
+// and what it writes past them is taken as a page's bytes are, waiting for
+// room until ctx ends, or refused (the answer is then that error alone,
+// not counted). Its reads have ended: nothing else changes the hold
+// meanwhile.
+func (s *Service) Settle(ctx context.Context, n int) error {
+	req := readsFrom(ctx)
+	if s.answers == nil || req == nil {
+		return nil
+	}
+	h := req.answer.held(s.answers)
+	held := h.Held()
+	if int64(n) <= held {
+		h.Keep(int64(n))
+		return nil
+	}
+	if err := h.GrowWait(ctx, int64(n)-held); err != nil {
+		return s.answersRefused(err, ctx.Err() != nil)
+	}
+	return nil
+}
+
+// answersRefused is the error of a field, or an answer, the answers' bytes
+// had no room for: its caller holds its share (THROTTLED), or the gateway
+// all of them (UNAVAILABLE), at once or until the deadline.
+func (s *Service) answersRefused(err error, waited bool) error {
+	until := ""
+	if waited {
+		until = " until this operation's deadline (--request-timeout)"
+	}
+	if errors.Is(err, pool.ErrShare) {
+		return fmt.Errorf("%w: this caller's answers being built and written held its share of the %d bytes this gateway holds for them (--caller-max-in-flight-share of --max-in-flight-response-bytes, less while other callers hold the rest)%s: read them, or retry in 1 s", errkind.Throttled, s.answers.Size(), until)
+	}
+	return fmt.Errorf("%w: the answers being built and written held the %d bytes this gateway holds for them (--max-in-flight-response-bytes)%s; retry", errkind.Refused, s.answers.Size(), until)
+}
+
+// itemSizes are, by feature, the largest item a page of the feature held
+// (its key, its value, and itemOverhead): what each item of its next page
+// is reserved. A feature whose pages were not read yet is reserved
+// --max-value-bytes an item.
+type itemSizes struct {
+	worst int64
+	mu    sync.RWMutex
+	by    map[featureName]*atomic.Int64 // guarded by mu; one per feature, never removed
+}
+
+type featureName struct{ entityType, name, version string }
+
+func newItemSizes(maxValueBytes int) *itemSizes {
+	return &itemSizes{worst: int64(maxValueBytes + keys.ItemKeyLen + itemOverhead), by: map[featureName]*atomic.Int64{}}
+}
+
+// of is what an item of f's next page is reserved.
+func (z *itemSizes) of(f *store.Feature) int64 {
+	z.mu.RLock()
+	size := z.by[featureName{f.EntityType, f.Name, f.Version}]
+	z.mu.RUnlock()
+	if size == nil {
+		return z.worst
+	}
+	return size.Load()
+}
+
+// learn records the items of a page of f, and returns what they hold.
+func (z *itemSizes) learn(f *store.Feature, items []store.Item) int64 {
+	var total, largest int64
+	for _, it := range items {
+		n := int64(len(it.Key) + len(it.Value) + itemOverhead)
+		total += n
+		largest = max(largest, n)
+	}
+	name := featureName{f.EntityType, f.Name, f.Version}
+	z.mu.RLock()
+	size := z.by[name]
+	z.mu.RUnlock()
+	if size == nil {
+		if len(items) == 0 {
+			return 0
+		}
+		z.mu.Lock()
+		if size = z.by[name]; size == nil {
+			size = new(atomic.Int64)
+			z.by[name] = size
+		}
+		z.mu.Unlock()
+	}
+	for {
+		seen := size.Load()
+		if largest <= seen || size.CompareAndSwap(seen, largest) {
+			return total
+		}
+	}
+}
