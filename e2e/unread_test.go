@@ -101,7 +101,7 @@ func sendUnread(base, method, token, query string) (*unread, error) {
 // sendUnreadMany sends n requests with token at once, alternately by POST
 // and GET, and returns them once each has its status line; they are
 // closed when the test ends.
-func sendUnreadMany(t *testing.T, base, token, query string, n int) []*unread {
+func sendUnreadMany(t *testing.T, g *gateway, token, query string, n int) []*unread {
 	t.Helper()
 	out := make([]*unread, n)
 	errs := make([]error, n)
@@ -112,7 +112,7 @@ func sendUnreadMany(t *testing.T, base, token, query string, n int) []*unread {
 			if i%2 == 1 {
 				method = http.MethodGet
 			}
-			out[i], errs[i] = sendUnread(base, method, token, query)
+			out[i], errs[i] = sendUnread(g.base, method, token, query)
 		})
 	}
 	wg.Wait()
@@ -125,7 +125,7 @@ func sendUnreadMany(t *testing.T, base, token, query string, n int) []*unread {
 	})
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("unread request %d of %s: %v (%v)", i, token, err, statuses(out))
+			t.Fatalf("unread request %d of %s: %v (statuses %v)%s", i, token, err, statuses(out), g.mem.note())
 		}
 	}
 	return out
@@ -269,7 +269,7 @@ func TestUnreadAnswersHoldNoSlot(t *testing.T) {
 	seedUnread(t, dir, items, size)
 	g := startGateway(t, "LISTGATE_DATA_DIR="+dir, "LISTGATE_MAX_IN_FLIGHT=32", keysEnv("lists:read", "key-a", "key-b", "key-c"))
 	query := fmt.Sprintf(`{ listItems(entityType: "user", entityId: "u1", feature: "big", limit: %d) { items { value } } }`, items)
-	us := sendUnreadMany(t, g.base, "key-a", query, 16)
+	us := sendUnreadMany(t, g, "key-a", query, 16)
 	if st := statuses(us); st[http.StatusOK] != 16 {
 		t.Fatalf("key-a's 16 unread requests: statuses %v, want 16 × 200", st)
 	}
@@ -331,7 +331,7 @@ func TestUnreadAnswersStayWithinTheirBytes(t *testing.T) {
 			wsTypes[i] = typ
 		})
 	}
-	us := sendUnreadMany(t, g.base, "key-a", query, 100)
+	us := sendUnreadMany(t, g, "key-a", query, 100)
 	ws.Wait()
 	t.Logf("key-a's 100 unread requests: statuses %v; its 8 WebSockets: %v; after %v, %.0f MB of answers held",
 		statuses(us), wsTypes, time.Since(began).Round(time.Millisecond), metric(t, g.base, "listgate_inflight_response_bytes")/1e6)
