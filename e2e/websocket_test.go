@@ -48,8 +48,9 @@ func seedHeavy(t *testing.T, dir string) {
 
 // The reproduction: a graphql-ws client sends the heavy query over its
 // socket 20 times, one after another. Each is answered, and once the
-// socket closes the in-flight budget is whole again: the same query over
-// HTTP answers, and each operation was one log line.
+// socket closes the in-flight budget and the answers' bytes are whole
+// again: the same query over HTTP answers, and each operation was one log
+// line.
 func TestWebSocketGivesBackWhatEachOperationHolds(t *testing.T) {
 	dir := t.TempDir()
 	seedHeavy(t, dir)
@@ -78,9 +79,11 @@ func TestWebSocketGivesBackWhatEachOperationHolds(t *testing.T) {
 		}
 	}
 	js.send(map[string]any{"op": "dispose", "conn": "c"})
-	for deadline := time.Now().Add(10 * time.Second); metric(t, g.base, "listgate_inflight_complexity") != 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("listgate_inflight_complexity is %v after the socket closed, want 0", metric(t, g.base, "listgate_inflight_complexity"))
+	for _, m := range []string{"listgate_inflight_complexity", "listgate_inflight_response_bytes"} {
+		for deadline := time.Now().Add(10 * time.Second); metric(t, g.base, m) != 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is %v after the socket closed, want 0", m, metric(t, g.base, m))
+			}
 		}
 	}
 	// Three at once fit the budget; none waits out its deadline.

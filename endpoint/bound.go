@@ -12,6 +12,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/listgate/listgate/guards"
 	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/operation"
 	"github.com/listgate/listgate/pool"
@@ -83,7 +84,10 @@ func errorBytes(e *gqlerror.Error) int {
 // else the data holds (names, ids, features) is counted once it is
 // written: a response larger than the bound is answered with that error
 // alone.
-type responseBound struct{ lists *lists.Service }
+type responseBound struct {
+	lists   *lists.Service
+	callers *guards.Callers // counts a caller refused for its share of the answers' bytes
+}
 
 var _ interface {
 	graphql.HandlerExtension
@@ -108,6 +112,9 @@ func (r responseBound) InterceptResponse(ctx context.Context, next graphql.Respo
 			// nor a subscription's result, which its buffers bound.
 			resp = r.hold(ctx, op, resp)
 		}
+	}
+	if op != nil && slices.ContainsFunc(resp.Errors, func(e *gqlerror.Error) bool { return errors.Is(e.Err, lists.ErrAnswersShare) }) {
+		r.callers.Shared(ctx, op.Caller)
 	}
 	return resp
 }

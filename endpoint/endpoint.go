@@ -487,7 +487,7 @@ func (e extensions) install(s setup) {
 	s.Use(guards.OneStream())
 	s.Use(guards.Complexity(e.cfg.Limits.MaxComplexity, e.budget, e.callers, e.lists))
 	s.Use(costExtension{e.callers})
-	s.Use(responseBound{e.lists})
+	s.Use(responseBound{e.lists, e.callers})
 	s.Use(guards.CheckMutationsFirst())
 	s.Use(operationTracing{e.tracer})
 	if e.spans {

@@ -122,6 +122,10 @@ func (s *Service) Settle(ctx context.Context, n int) error {
 	return nil
 }
 
+// ErrAnswersShare is wrapped by the refusal of a caller at its share of
+// the answers' bytes: a THROTTLED error.
+var ErrAnswersShare = fmt.Errorf("%w", errkind.Throttled)
+
 // answersRefused is the error of a field, or an answer, the answers' bytes
 // had no room for: its caller holds its share (THROTTLED), or the gateway
 // all of them (UNAVAILABLE), at once or until the deadline.
@@ -131,7 +135,7 @@ func (s *Service) answersRefused(err error, waited bool) error {
 		until = " until this operation's deadline (--request-timeout)"
 	}
 	if errors.Is(err, pool.ErrShare) {
-		return fmt.Errorf("%w: this caller's answers being built and written held its share of the %d bytes this gateway holds for them (--caller-max-in-flight-share of --max-in-flight-response-bytes, less while other callers hold the rest)%s: read them, or retry in 1 s", errkind.Throttled, s.answers.Size(), until)
+		return fmt.Errorf("%w: this caller's answers being built and written held its share of the %d bytes this gateway holds for them (--caller-max-in-flight-share of --max-in-flight-response-bytes, less while other callers hold the rest)%s: read them, or retry in 1 s", ErrAnswersShare, s.answers.Size(), until)
 	}
 	return fmt.Errorf("%w: the answers being built and written held the %d bytes this gateway holds for them (--max-in-flight-response-bytes)%s; retry", errkind.Refused, s.answers.Size(), until)
 }
