@@ -18,9 +18,10 @@ import (
 // built and gives back once it is written, within its caller's share: the
 // memory a caller's answers hold, whatever their clients read, is bounded
 // by what its share holds, where their complexity says nothing of bytes.
-// A page reserves, before it is read, what it may hold (its limit times
-// the largest item its feature's pages held so far, or --max-value-bytes
-// before any), waiting for room until the operation's deadline, and keeps
+// A page reserves, before it is read, twice what it may hold (its limit
+// times the largest item its feature's pages held so far, or
+// --max-value-bytes before any: the page, and the answer it is written
+// into), waiting for room until the operation's deadline, and keeps twice
 // what it holds once read; once the answer is built it holds the bytes it
 // writes (the endpoint settles it, Settle), until the endpoint says it is
 // written (Answered).
@@ -30,8 +31,8 @@ const itemOverhead = 64
 
 // answer is what one operation holds of the answers' bytes.
 type answer struct {
+	mu     sync.Mutex // guards what follows
 	caller string     // whose share it takes, set before it runs (SetCaller)
-	mu     sync.Mutex // guards hold
 	hold   *pool.Hold // nil until it takes some
 }
 
@@ -39,7 +40,9 @@ type answer struct {
 // takes.
 func SetCaller(ctx context.Context, caller string) {
 	if r := readsFrom(ctx); r != nil {
+		r.answer.mu.Lock()
 		r.answer.caller = caller
+		r.answer.mu.Unlock()
 	}
 }
 

@@ -66,7 +66,7 @@ type Pool struct {
 	parts   Parts
 	all     *semaphore.Weighted // of Size
 	past    *semaphore.Weighted // of Size - Headroom: what takes past a floor hold
-	waiting atomic.Int64        // waiters for the pool or for their caller's share
+	waiting atomic.Int64        // waiters for the pool, past the floors, or for their caller's share
 
 	mu       sync.Mutex
 	used     int64            // guarded by mu: held in all, as Available sees it
@@ -99,9 +99,6 @@ func (p *Pool) Size() int64 { return p.parts.Size }
 
 // Share is the most one caller holds.
 func (p *Pool) Share() int64 { return p.parts.Share }
-
-// Parts are how the pool is shared.
-func (p *Pool) Parts() Parts { return p.parts }
 
 // Used is what is held of the pool.
 func (p *Pool) Used() int64 {
