@@ -29,11 +29,17 @@ import (
 // itemOverhead is what an item read holds beyond its key and value.
 const itemOverhead = 64
 
+// uncounted is what an operation holds before it takes of the pool: most
+// answers are smaller, and taking costs a tenth of a small read's CPU;
+// --max-in-flight operations hold at most 16 MiB so.
+const uncounted = 64 << 10
+
 // answer is what one operation holds of the answers' bytes.
 type answer struct {
 	mu     sync.Mutex // guards what follows
 	caller string     // whose share it takes, set before it runs (SetCaller)
-	hold   *pool.Hold // nil until it takes some
+	small  int64      // what it holds while that is at most uncounted, not taken
+	hold   *pool.Hold // what it holds past uncounted, all taken; nil until then
 }
 
 // SetCaller says whose share of the answers' bytes the operation in ctx
@@ -52,7 +58,7 @@ func Answered(ctx context.Context) {
 	if r := readsFrom(ctx); r != nil {
 		r.answer.mu.Lock()
 		h := r.answer.hold
-		r.answer.hold = nil
+		r.answer.hold, r.answer.small = nil, 0
 		r.answer.mu.Unlock()
 		if h != nil {
 			h.Release()
@@ -60,15 +66,46 @@ func Answered(ctx context.Context) {
 	}
 }
 
-// held is the operation's hold of the answers' bytes, taken (empty) on
-// first use.
-func (a *answer) held(p *pool.Pool) *pool.Hold {
+// grow has the operation hold n more: past uncounted, all it holds is
+// taken of p, waiting until ctx ends (or at once, with ctx nil); refused,
+// it holds what it did.
+func (a *answer) grow(ctx context.Context, p *pool.Pool, n int64) error {
+	a.mu.Lock()
+	if a.hold == nil && a.small+n <= uncounted {
+		a.small += n
+		a.mu.Unlock()
+		return nil
+	}
+	small := a.small
+	if a.hold == nil {
+		a.hold, _ = p.Take(a.caller, 0) // nothing is always there
+		a.small = 0
+	}
+	h := a.hold
+	a.mu.Unlock()
+	var err error
+	if ctx == nil {
+		err = h.Grow(small + n)
+	} else {
+		err = h.GrowWait(ctx, small+n)
+	}
+	if err != nil && small > 0 {
+		a.mu.Lock()
+		a.small += small // still held, if not counted
+		a.mu.Unlock()
+	}
+	return err
+}
+
+// give has the operation hold n less.
+func (a *answer) give(n int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.hold == nil {
-		a.hold, _ = p.Take(a.caller, 0) // nothing is always there
+		a.small = max(a.small-n, 0)
+		return
 	}
-	return a.hold
+	a.hold.Give(n)
 }
 
 // reserve takes n of the answers' bytes for the operation of req, waiting
@@ -77,7 +114,7 @@ func (s *Service) reserve(ctx context.Context, req *Reads, n int64) error {
 	if s.answers == nil || req == nil {
 		return nil
 	}
-	if err := req.answer.held(s.answers).GrowWait(ctx, n); err != nil {
+	if err := req.answer.grow(ctx, s.answers, n); err != nil {
 		return s.answersRefused(err, true)
 	}
 	return nil
@@ -90,13 +127,12 @@ func (s *Service) settle(req *Reads, reserved, read int64) error {
 	if s.answers == nil || req == nil {
 		return nil
 	}
-	h := req.answer.held(s.answers)
 	if read <= reserved {
-		h.Give(reserved - read)
+		req.answer.give(reserved - read)
 		return nil
 	}
-	if err := h.Grow(read - reserved); err != nil {
-		h.Give(reserved) // the page is not shown
+	if err := req.answer.grow(nil, s.answers, read-reserved); err != nil {
+		req.answer.give(reserved) // the page is not shown
 		return s.answersRefused(err, false)
 	}
 	return nil
@@ -106,20 +142,25 @@ func (s *Service) settle(req *Reads, reserved, read int64) error {
 // writes, once it is built: what its reads held past that is given back,
 // and what it writes past them is taken as a page's bytes are, waiting for
 // room until ctx ends, or refused (the answer is then that error alone,
-// not counted). Its reads have ended: nothing else changes the hold
+// not counted). Its reads have ended: nothing else changes what it holds
 // meanwhile.
 func (s *Service) Settle(ctx context.Context, n int) error {
 	req := readsFrom(ctx)
 	if s.answers == nil || req == nil {
 		return nil
 	}
-	h := req.answer.held(s.answers)
-	held := h.Held()
+	a := &req.answer
+	a.mu.Lock()
+	held := a.small
+	if a.hold != nil {
+		held = a.hold.Held()
+	}
+	a.mu.Unlock()
 	if int64(n) <= held {
-		h.Keep(int64(n))
+		a.give(held - int64(n))
 		return nil
 	}
-	if err := h.GrowWait(ctx, int64(n)-held); err != nil {
+	if err := a.grow(ctx, s.answers, int64(n)-held); err != nil {
 		return s.answersRefused(err, ctx.Err() != nil)
 	}
 	return nil

@@ -37,7 +37,7 @@ func (s heldItems) Items(ctx context.Context, l store.List, r store.Range) (stor
 // of its feature may hold (--max-value-bytes before any page of it was
 // read, then the largest item read), keeps twice what it holds once read,
 // and the answer holds what it writes (Settle) until it is written
-// (Answered).
+// (Answered); an operation's first 64 KiB are not taken of the pool.
 func TestPagesReserveWhatTheyMayHold(t *testing.T) {
 	e, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -67,7 +67,9 @@ func TestPagesReserveWhatTheyMayHold(t *testing.T) {
 	if _, err := svc.Add(ctx, ref, items); err != nil {
 		t.Fatal(err)
 	}
-	read := func(limit int) (reserved, kept int64) {
+	// What the pool holds while the page is read, once it is, and once
+	// the answer is settled to 100 bytes.
+	read := func(limit int) (reserved, kept, settled int64) {
 		t.Helper()
 		rctx := WithReads(ctx, new(Reads))
 		SetCaller(rctx, "a")
@@ -83,21 +85,26 @@ func TestPagesReserveWhatTheyMayHold(t *testing.T) {
 			t.Fatal(err)
 		}
 		kept = answers.Used()
-		if err := svc.Settle(rctx, 100); err != nil || answers.Used() != 100 {
-			t.Fatalf("settled to 100: %d held, %v", answers.Used(), err)
+		if err := svc.Settle(rctx, 100); err != nil {
+			t.Fatal(err)
 		}
+		settled = answers.Used()
 		Answered(rctx)
 		if answers.Used() != 0 {
 			t.Fatalf("%d held once answered", answers.Used())
 		}
-		return reserved, kept
+		return reserved, kept, settled
 	}
 	item := int64(keys.ItemKeyLen + 6 + itemOverhead)
-	if r, k := read(100); r != 2*100*int64(store.DefaultLimits.MaxValueBytes+keys.ItemKeyLen+itemOverhead) || k != 2*10*item {
-		t.Fatalf("the feature's first page: %d reserved, %d kept; want %d items of --max-value-bytes, then 10 of %d bytes, twice", r, k, 100, item)
+	if r, k, s := read(100); r != 2*100*int64(store.DefaultLimits.MaxValueBytes+keys.ItemKeyLen+itemOverhead) || k != 2*10*item || s != 100 {
+		t.Fatalf("the feature's first page: %d reserved, %d kept, %d settled; want 100 items of --max-value-bytes, then 10 of %d bytes, twice, then 100", r, k, s, item)
 	}
-	if r, k := read(100); r != 2*100*item || k != 2*10*item {
-		t.Fatalf("its next page: %d reserved, %d kept; want 100 items of %d bytes, then 10, twice", r, k, item)
+	if r, k, s := read(1000); r != 2*1000*item || k != 2*10*item || s != 100 {
+		t.Fatalf("its next page: %d reserved, %d kept, %d settled; want 1,000 items of %d bytes, then 10, twice, then 100", r, k, s, item)
+	}
+	// An operation's first 64 KiB are not taken of the pool.
+	if r, k, s := read(100); r != 0 || k != 0 || s != 0 {
+		t.Fatalf("a page that may hold %d bytes: %d reserved, %d kept, %d settled; want none", 2*100*item, r, k, s)
 	}
 
 	// A caller at its share waits for room until its deadline, then is
@@ -110,7 +117,7 @@ func TestPagesReserveWhatTheyMayHold(t *testing.T) {
 	rctx, cancel := context.WithTimeout(WithReads(ctx, new(Reads)), 50*time.Millisecond)
 	defer cancel()
 	SetCaller(rctx, "a")
-	limit := 10
+	limit := 1000 // past what is not taken of the pool
 	if _, err := svc.Page(rctx, PageQuery{Ref: ref, Limit: &limit}); !errors.Is(err, ErrAnswersShare) || !errors.Is(err, errkind.Throttled) {
 		t.Fatalf("a page of a caller at its share: %v", err)
 	}
