@@ -30,8 +30,8 @@ import (
 const itemOverhead = 64
 
 // uncounted is what an operation holds before it takes of the pool: most
-// answers are smaller, and taking costs a tenth of a small read's CPU;
-// --max-in-flight operations hold at most 16 MiB so.
+// answers are smaller, taking would cost a small read more than it bounds,
+// and --max-in-flight operations hold at most 16 MiB so.
 const uncounted = 64 << 10
 
 // answer is what one operation holds of the answers' bytes.
