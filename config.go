@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -32,6 +33,9 @@ type config struct {
 	Listen         string
 	DevAllowRemote bool     // dev mode without credentials may listen beyond loopback
 	AllowedHosts   []string // Host names answered besides loopback ones
+	// TrustedProxies are the proxies in front of the gateway whose
+	// X-Forwarded-For names a client that has not authenticated.
+	TrustedProxies []netip.Prefix
 	DataDir        string
 
 	APIKeys     []string
@@ -133,7 +137,7 @@ var commandOnly = map[string]bool{"version": true, "to": true}
 
 // flagText are the flags parseConfig reads as text and turns into settings.
 type flagText struct {
-	apiKeys, apiKeysFile, hosts, readCL, writeCL, origins, allowedHosts *string
+	apiKeys, apiKeysFile, hosts, readCL, writeCL, origins, allowedHosts, trustedProxies *string
 }
 
 // newFlagSet defines every flag, each setting its part of c.
@@ -151,6 +155,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "aud a JWT must carry (empty: any; --mode prod with JWTs requires one, so that tokens an identity provider mints for other applications do not verify)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
 	fs.BoolVar(&c.DevAllowRemote, "dev-allow-remote", false, "let --mode dev without credentials listen beyond loopback (e.g. --listen 0.0.0.0:8080 in a container): every caller that reaches it then has every scope")
+	trustedProxies := fs.String("trusted-proxies", "", "addresses and CIDRs of the proxies and load balancers in front of the gateway, comma separated (e.g. 10.0.0.0/8): a request from one is from the right-most address of its X-Forwarded-For that is not one of them, for the bounds of clients that have not authenticated; empty: a request is from its peer")
 	allowedHosts := fs.String("allowed-hosts", "", "Host names the gateway answers for besides localhost and IP addresses, comma separated (* any); without authentication others are refused (DNS rebinding), with it any is answered unless names are set")
 	fs.StringVar(&c.DataDir, "data-dir", "./data", "folder of the embedded store, used when no CQL hosts are set")
 	hosts := fs.String("cql-hosts", "", "ScyllaDB or Cassandra contact points, comma separated (host or host:port); empty runs the embedded store")
@@ -183,12 +188,12 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.IntVar(&c.Limits.MaxValues, "max-values", endpoint.DefaultLimits.MaxValues, "most values in one listContains or removeListItemsWithValues")
 	fs.IntVar(&c.Limits.MaxBatchLists, "max-batch-lists", endpoint.DefaultLimits.MaxBatchLists, "most lists in one addListItemsBatch")
 	fs.IntVar(&c.Limits.MaxDepth, "max-depth", endpoint.DefaultLimits.MaxDepth, "deepest nesting of fields in one operation")
-	fs.IntVar(&c.Limits.MaxComplexity, "max-complexity", endpoint.DefaultLimits.MaxComplexity, "largest operation complexity (a list counts its fields times its limit)")
+	fs.IntVar(&c.Limits.MaxComplexity, "max-complexity", endpoint.DefaultLimits.MaxComplexity, "largest operation complexity (a list counts its fields times its limit; listFeatures its fields times the features it may return)")
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", endpoint.DefaultLimits.MaxBodyBytes, "largest request body")
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", http.DefaultMaxHeaderBytes, "largest request line (a GET's URL with its query string) and headers together; past it the answer is 431")
 	fs.IntVar(&c.Limits.MaxTokens, "max-tokens", endpoint.DefaultLimits.MaxTokens, "most tokens in one GraphQL document")
 	fs.IntVar(&c.Limits.MaxFields, "max-fields", endpoint.DefaultLimits.MaxFields, "most fields in one operation, aliases counted and fragments expanded")
-	fs.IntVar(&c.Limits.MaxResponseBytes, "max-response-bytes", endpoint.DefaultLimits.MaxResponseBytes, "most bytes of one response, its list items and errors included")
+	fs.IntVar(&c.Limits.MaxResponseBytes, "max-response-bytes", endpoint.DefaultLimits.MaxResponseBytes, "most bytes of one response, its list items, features and errors included")
 	fs.IntVar(&c.Limits.MaxInFlightComplexity, "max-in-flight-complexity", endpoint.DefaultLimits.MaxInFlightComplexity, "complexity of the operations running at once (at least --max-complexity); more wait for room until their deadline")
 	c.Limits.MaxInFlightResponseBytes = endpoint.DefaultLimits.MaxInFlightResponseBytes
 	fs.Var(byteFlag(&c.Limits.MaxInFlightResponseBytes), "max-in-flight-response-bytes", "the `size` of the answers of queries and mutations being built and written at once (at least --max-response-bytes): a page reserves what it may hold before it is read, waiting for room until its deadline; an answer holds its bytes until its client has read it")
@@ -216,13 +221,15 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.Var(byteFlag(&c.Subscriptions.TotalBytes), "subscription-memory", "the `size` of the items kept for every list's subscriptions together; past it the furthest behind are ended")
 	fs.Var(byteFlag(&c.Subscriptions.CatchUpBytes), "catch-up-bytes", "the `size` of the pages subscriptions hold as they catch up (with since, or after a position), together; more wait")
 	fs.Float64Var(&c.Subscriptions.CatchUpShare, "caller-catch-up-bytes-share", endpoint.DefaultSubscriptions.CatchUpShare, "the share of --catch-up-bytes one caller's subscriptions may hold as they catch up (at least one page), above 0 and at most 1; past it they wait, and other callers' do not")
+	fs.Var(byteFlag(&c.Subscriptions.OperationBytes), "subscription-operation-bytes", "the `size` of what open subscriptions keep of their operations (each its parsed operation and variables, copied without their text and comments), together; past it a new subscription is refused")
+	fs.Float64Var(&c.Subscriptions.OperationShare, "caller-subscription-operation-bytes-share", endpoint.DefaultSubscriptions.OperationShare, "the share of --subscription-operation-bytes one caller's subscriptions may keep, above 0 and at most 1; past it its new subscriptions are refused THROTTLED, and other callers' are not")
 	fs.IntVar(&c.Subscriptions.MaxLists, "max-watched-lists", endpoint.DefaultSubscriptions.MaxLists, "lists this gateway watches at once for its subscriptions")
 	fs.IntVar(&c.Subscriptions.PerConnection, "max-subscriptions-per-connection", endpoint.DefaultSubscriptions.PerConnection, "subscriptions open on one WebSocket")
 	fs.IntVar(&c.Subscriptions.PerCaller, "max-subscriptions-per-caller", endpoint.DefaultSubscriptions.PerCaller, "subscriptions open for one caller (an API key, a JWT's issuer and subject, or an address without authentication) on this gateway")
 	fs.IntVar(&c.Subscriptions.MaxSockets, "max-websockets", endpoint.DefaultSubscriptions.MaxSockets, "WebSocket connections open at once past their connection_init")
 	fs.Float64Var(&c.Subscriptions.SocketsShare, "caller-max-websockets-share", endpoint.DefaultSubscriptions.SocketsShare, "the share of --max-websockets one caller's WebSockets may hold (at least one), above 0 and at most 1; past it more are refused THROTTLED")
-	fs.IntVar(&c.Subscriptions.MaxPending, "max-pending-websockets", endpoint.DefaultSubscriptions.MaxPending, "WebSocket connections open at once that have not sent their connection_init")
-	fs.IntVar(&c.Subscriptions.MaxPendingPerAddress, "max-pending-websockets-per-address", endpoint.DefaultSubscriptions.MaxPendingPerAddress, "of those, from one client address")
+	fs.IntVar(&c.Subscriptions.MaxPending, "max-pending-websockets", endpoint.DefaultSubscriptions.MaxPending, "WebSocket connections open at once that have not sent their connection_init, their upgrade carrying no Authorization; with all open, a new one takes the place of the one that has waited longest (closed with 4408)")
+	fs.IntVar(&c.Subscriptions.MaxPendingPerAddress, "max-pending-websockets-per-address", endpoint.DefaultSubscriptions.MaxPendingPerAddress, "of those, from one client: its address (as --trusted-proxies report it), an IPv6 one by its /64")
 	fs.DurationVar(&c.Subscriptions.InitTimeout, "websocket-init-timeout", endpoint.DefaultSubscriptions.InitTimeout, "how long a new WebSocket has to send its connection_init")
 	fs.IntVar(&c.Subscriptions.MaxOperations, "max-websocket-operations", endpoint.DefaultSubscriptions.MaxOperations, "queries and mutations running at once on one WebSocket; more are refused")
 	fs.StringVar(&c.TrustedDocuments, "trusted-documents", "", "a manifest of the operations clients ship, or a folder of them (Apollo's persisted query manifest, genqlient's export_operations, or {\"id\": \"body\"}); read again on SIGHUP or when it changes")
@@ -239,7 +246,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.StringVar(&c.PprofListen, "pprof-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060), never on the public listener; empty: off")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve /metrics on this address (e.g. 127.0.0.1:9090) and not on --listen; empty: on --listen in dev mode, and nowhere in prod mode. With the same address as --pprof-listen, one listener serves both")
 	fs.BoolVar(&c.PrintVersion, "version", false, "print the version, the VCS revision and the Go version, then exit")
-	return fs, flagText{apiKeys, apiKeysFile, hosts, readCL, writeCL, origins, allowedHosts}
+	return fs, flagText{apiKeys, apiKeysFile, hosts, readCL, writeCL, origins, allowedHosts, trustedProxies}
 }
 
 // parseConfig reads the flags of args, then the variables of the flags not
@@ -318,6 +325,9 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, err
 	}
 	c.AllowedHosts = splitList(*text.allowedHosts)
+	if c.TrustedProxies, err = endpoint.ParseTrustedProxies(splitList(*text.trustedProxies)); err != nil {
+		return c, fmt.Errorf("--trusted-proxies: %w: list addresses and CIDRs such as 10.0.0.7,10.1.0.0/16,2001:db8::/32", err)
+	}
 	c.CORSOrigins = splitList(*origins)
 	if err := checkOrigins(c.CORSOrigins, c.CORSCredentials); err != nil {
 		return c, err
@@ -344,6 +354,10 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--caller-max-websockets-share %v: must be above 0 and at most 1", c.Subscriptions.SocketsShare)
 	case c.Subscriptions.CatchUpShare <= 0 || c.Subscriptions.CatchUpShare > 1:
 		return c, fmt.Errorf("--caller-catch-up-bytes-share %v: must be above 0 and at most 1", c.Subscriptions.CatchUpShare)
+	case c.Subscriptions.OperationShare <= 0 || c.Subscriptions.OperationShare > 1:
+		return c, fmt.Errorf("--caller-subscription-operation-bytes-share %v: must be above 0 and at most 1", c.Subscriptions.OperationShare)
+	case c.Subscriptions.OperationBytes < 64<<10:
+		return c, fmt.Errorf("--subscription-operation-bytes %d: must be 64KiB or more", c.Subscriptions.OperationBytes)
 	case c.TrustedDocumentsMode != "" && c.TrustedDocumentsMode != "off" && c.TrustedDocuments == "":
 		return c, fmt.Errorf("--trusted-documents-mode %s needs --trusted-documents, the manifest of the operations clients ship", c.TrustedDocumentsMode)
 	case c.Limits.MaxEntities < 1:

@@ -197,7 +197,9 @@ func idleLists(ctx context.Context, c config, store string, start func(string, .
 	const conns, perConn, measure = 200, 100, 10 * time.Second
 	res := liveResult{Scenario: "idle watched lists", Store: store, Subscriptions: conns * perConn, Lists: conns * perConn}
 	fmt.Fprintf(os.Stderr, "live lists: %d idle watched lists (%s)\n", res.Lists, store)
-	g, err := start(store, "--max-watched-lists", "20000", "--max-subscriptions-per-caller", "20000")
+	// One caller holds them all, and the whole of what they keep of their
+	// operations.
+	g, err := start(store, "--max-watched-lists", "20000", "--max-subscriptions-per-caller", "20000", "--caller-subscription-operation-bytes-share", "1")
 	if err != nil {
 		return res, err
 	}

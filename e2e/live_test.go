@@ -407,7 +407,9 @@ func TestIdleWatchedListsCostLittle(t *testing.T) {
 	)
 	for _, backend := range []string{"embedded", "cassandra"} {
 		t.Run(backend, func(t *testing.T) {
-			env := []string{"LISTGATE_MAX_WATCHED_LISTS=20000", "LISTGATE_MAX_SUBSCRIPTIONS_PER_CALLER=20000"}
+			// One caller holds them all: its share of what they keep of
+			// their operations (about 3 KB each) is the whole.
+			env := []string{"LISTGATE_MAX_WATCHED_LISTS=20000", "LISTGATE_MAX_SUBSCRIPTIONS_PER_CALLER=20000", "LISTGATE_CALLER_SUBSCRIPTION_OPERATION_BYTES_SHARE=1"}
 			if backend == "cassandra" {
 				env = append(env, "LISTGATE_CQL_HOSTS="+strings.Join(cqltest.Hosts(t), ","), "LISTGATE_CQL_KEYSPACE=fleet", "LISTGATE_MIGRATE=true")
 			}

@@ -19,9 +19,9 @@ import (
 )
 
 // Every byte of a response counts against --max-response-bytes: its list
-// items (charged by the lists service, per field), its errors (charged by
-// the error presenter, each as it is made), and what else it writes
-// (responseBound, once it is written).
+// items and features (charged by the lists service, per field, as it
+// resolves), its errors (charged by the error presenter, each as it is
+// made), and what else it writes (responseBound, once it is written).
 //
 // The bytes of the answers of queries and mutations, all together, are a
 // pool, --max-in-flight-response-bytes, of which a caller holds its share
@@ -78,12 +78,14 @@ func errorBytes(e *gqlerror.Error) int {
 
 // responseBound bounds each response (a query's or mutation's, a
 // subscription's result, an error answered instead) to
-// --max-response-bytes. Its list items and errors were charged as they
-// were made, and past the bound the error presenter showed each error as
-// the one that says so: it keeps the first of those, and none after. What
-// else the data holds (names, ids, features) is counted once it is
-// written: a response larger than the bound is answered with that error
-// alone.
+// --max-response-bytes, with the envelope of the message that carries it
+// (a WebSocket's). Its list items, the features its queries read and its
+// errors were charged as they were made, and past the bound the error
+// presenter showed each error as the one that says so: it keeps the first
+// of those, and none after. What else the data holds (names, ids, the
+// feature a mutation returns) is counted once it is written: a response
+// larger than the bound is answered with that error alone. Queries and
+// mutations then hold what they write of the answers' bytes (hold).
 type responseBound struct {
 	lists   *lists.Service
 	callers *guards.Callers // counts a caller refused for its share of the answers' bytes
@@ -131,7 +133,11 @@ func (r responseBound) bound(op *operation.Operation, resp *graphql.Response) *g
 		full = true
 		return seen
 	})
-	if written(resp) <= r.lists.Limits().MaxResponseBytes {
+	envelope := 0
+	if op != nil {
+		envelope = op.Envelope
+	}
+	if written(resp)+envelope <= r.lists.Limits().MaxResponseBytes {
 		return resp
 	}
 	if op != nil {

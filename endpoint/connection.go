@@ -1,9 +1,7 @@
 package endpoint
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -59,45 +57,18 @@ var lenient = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.Al
 
 // serve runs the connection: its connection_init within InitTimeout, then
 // messages until either side closes it or the gateway shuts down.
-func (c *connection) serve(ctx context.Context, pending *pool.Hold) {
+func (c *connection) serve(ctx context.Context, a admission) {
 	defer c.ws.CloseNow()
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
 		cancel()
 		c.ops.Wait()
 	}()
-	init := time.AfterFunc(c.s.cfg.InitTimeout, func() { c.close(closeInitTimeout, "Connection initialisation timeout") })
-	m, ok := c.read(ctx)
-	init.Stop()
+	open, ok := c.initialise(ctx, a)
 	if !ok {
-		pending.Release()
 		return
 	}
-	switch m.Type {
-	case "connection_init":
-	case "subscribe":
-		pending.Release()
-		c.close(closeUnauthorized, "Unauthorized")
-		return
-	default:
-		pending.Release()
-		c.close(closeInvalidMessage, closeReason(fmt.Sprintf("Invalid message: %q before connection_init", m.Type)))
-		return
-	}
-	err := c.authenticate(m.Payload)
-	pending.Release()
-	if err != nil {
-		c.close(closeForbidden, closeReason(err.Error()))
-		return
-	}
-	slot, why, err := c.s.takeOpen(ctx, c.caller)
-	if err != nil {
-		// 1013: graphql-ws clients retry, later.
-		c.s.refused.Add(ctx, 1, why)
-		c.close(closeTryAgainLater, closeReason(err.Error()))
-		return
-	}
-	defer slot.Release()
+	defer open.Release()
 	if exp := c.principal.Expires; !exp.IsZero() {
 		// A connection authenticated by a JWT lasts as long as the token.
 		t := time.AfterFunc(time.Until(exp), func() { c.close(closeForbidden, "the token expired; connect again with a new one") })
@@ -138,6 +109,76 @@ func (c *connection) serve(ctx context.Context, pending *pool.Hold) {
 	}
 }
 
+// initialise reads the connection_init and authenticates it, giving back
+// what the WebSocket held before; it returns the connection's slot of
+// --max-websockets, its caller's, or false once the connection is closed.
+func (c *connection) initialise(ctx context.Context, a admission) (*pool.Hold, bool) {
+	m, ok := c.awaitInit(ctx, a.pending)
+	c.s.leavePending(a.pending)
+	open := a.open
+	fail := func(code websocket.StatusCode, reason string) (*pool.Hold, bool) {
+		if open != nil {
+			open.Release()
+		}
+		if code != 0 {
+			c.close(code, closeReason(reason))
+		}
+		return nil, false
+	}
+	switch {
+	case !ok:
+		return fail(0, "")
+	case m.Type == "subscribe":
+		return fail(closeUnauthorized, "Unauthorized")
+	case m.Type != "connection_init":
+		return fail(closeInvalidMessage, fmt.Sprintf("Invalid message: %q before connection_init", m.Type))
+	}
+	if err := c.authenticate(m.Payload); err != nil {
+		return fail(closeForbidden, err.Error())
+	}
+	if open != nil && c.caller == a.caller {
+		return open, true
+	}
+	// The upgrade named no caller, or connection_init named another: the
+	// slot is the caller's.
+	if open != nil {
+		open.Release()
+		open = nil
+	}
+	slot, _, why, err := c.s.takeOpen(ctx, c.caller)
+	if err != nil {
+		// 1013: graphql-ws clients retry, later.
+		c.s.refused.Add(ctx, 1, why)
+		return fail(closeTryAgainLater, err.Error())
+	}
+	return slot, true
+}
+
+// awaitInit reads the connection's first message, which must come within
+// --websocket-init-timeout, and before the connection is shed for a newer
+// one while it waits (pending.go): else it is closed with 4408, the code
+// graphql-ws gives a connection_init that did not come in time.
+func (c *connection) awaitInit(ctx context.Context, pending *pendingSocket) (message, bool) {
+	wait := context.Background()
+	if pending != nil {
+		wait = pending.ctx
+	}
+	wait, cancel := context.WithTimeout(wait, c.s.cfg.InitTimeout)
+	defer cancel()
+	stop := context.AfterFunc(wait, func() {
+		reason := "Connection initialisation timeout"
+		if errors.Is(context.Cause(wait), errShed) {
+			reason += ": it waited longest, and --max-pending-websockets are open"
+		}
+		c.close(closeInitTimeout, reason)
+	})
+	m, ok := c.read(ctx)
+	if !stop() {
+		return m, false // it is being closed
+	}
+	return m, ok
+}
+
 // read reads one message; on a message that is not graphql-transport-ws
 // it closes the connection with 4400 and says why.
 func (c *connection) read(ctx context.Context) (message, bool) {
@@ -152,6 +193,10 @@ func (c *connection) read(ctx context.Context) (message, bool) {
 	}
 	if err := jsonv2.Unmarshal(data, &m, lenient); err != nil {
 		c.close(closeInvalidMessage, closeReason("Invalid message: "+jsonError(err)))
+		return m, false
+	}
+	if len(m.ID) > maxIDBytes {
+		c.close(closeInvalidMessage, fmt.Sprintf("Invalid message: an id longer than %d bytes", maxIDBytes))
 		return m, false
 	}
 	if !jsontext.Value(data).IsValid() && (m.Type != "subscribe" || m.ID == "" || jsontext.Value(m.Payload).IsValid()) {
@@ -210,23 +255,23 @@ func (c *connection) subscribe(ctx context.Context, m message) bool {
 	}
 	if len(c.active) >= c.s.cfg.MaxOperations+c.s.cfg.PerConnection {
 		c.mu.Unlock()
-		c.refuse(ctx, m.ID, received, fmt.Errorf("%w: this connection holds %d operations, its limit of queries and mutations (--max-websocket-operations) and subscriptions (--max-subscriptions-per-connection) together; wait for an answer, or end a subscription", errkind.Refused, c.s.cfg.MaxOperations+c.s.cfg.PerConnection))
+		c.refuse(ctx, newEnvelope(m.ID), received, fmt.Errorf("%w: this connection holds %d operations, its limit of queries and mutations (--max-websocket-operations) and subscriptions (--max-subscriptions-per-connection) together; wait for an answer, or end a subscription", errkind.Refused, c.s.cfg.MaxOperations+c.s.cfg.PerConnection))
 		return true
 	}
 	opCtx, cancel := context.WithCancel(ctx)
 	c.active[m.ID] = cancel
 	c.mu.Unlock()
 	c.ops.Add(1)
-	go c.run(opCtx, &started{c: c, id: m.ID, cancel: cancel, place: func() {}}, m, received)
+	go c.run(opCtx, &started{c: c, envelope: newEnvelope(m.ID), cancel: cancel, place: func() {}}, m, received)
 	return true
 }
 
 // refuse answers a subscribe message that starts no operation: it is
 // still an operation with its log line and metrics.
-func (c *connection) refuse(ctx context.Context, id string, received time.Time, err error) {
+func (c *connection) refuse(ctx context.Context, e envelope, received time.Time, err error) {
 	op := c.operation(received)
 	ctx = operation.With(ctx, op)
-	c.error(ctx, id, c.s.h.exec.DispatchError(ctx, errorList(err)).Errors)
+	c.error(ctx, e, c.s.h.exec.DispatchError(ctx, errorList(err)).Errors)
 	c.s.h.observer.done(ctx, op)
 }
 
@@ -244,8 +289,8 @@ func (c *connection) operation(received time.Time) *operation.Operation {
 // fail, answer, complete and drop. A started belongs to its operation's
 // goroutine.
 type started struct {
-	c      *connection
-	id     string
+	c *connection
+	envelope
 	cancel context.CancelFunc // ends the operation: the client's complete, or the connection's end
 	// place gives back the operation's place among the connection's
 	// queries and mutations running or its subscriptions, once it has
@@ -280,13 +325,13 @@ func (s *started) failPresented(ctx context.Context, errs gqlerror.List) {
 		}
 	}
 	s.release()
-	s.c.error(ctx, s.id, errs)
+	s.c.error(ctx, s.envelope, errs)
 }
 
 // answer ends a query or mutation with its result: a next, then a
 // complete.
 func (s *started) answer(ctx context.Context, resp *graphql.Response) {
-	if !s.c.next(ctx, s.id, resp) {
+	if !s.c.next(ctx, s.envelope, resp) {
 		s.drop()
 		return
 	}
@@ -296,7 +341,7 @@ func (s *started) answer(ctx context.Context, resp *graphql.Response) {
 // complete ends the operation with a complete message.
 func (s *started) complete(ctx context.Context) {
 	s.release()
-	s.c.write(ctx, message{Type: "complete", ID: s.id})
+	s.c.complete(ctx, s.envelope)
 }
 
 // drop ends the operation with no message: the client completed it or
@@ -315,7 +360,9 @@ func (s *started) drop() {
 // one, which parsing it and subscribing grew.
 func (c *connection) run(ctx context.Context, s *started, m message, received time.Time) {
 	op := c.operation(received)
+	op.Envelope = s.size()
 	ctx = operation.With(graphql.StartOperationTrace(ctx), op)
+	c.s.h.lists.ChargeEnvelope(ctx, op.Envelope)
 	streaming := false // the stream's goroutine ends the operation
 	defer func() {
 		c.recovered(ctx, s, recover())
@@ -470,9 +517,11 @@ func (c *connection) takeRunning() (leave func(), err error) {
 }
 
 // subscription sets a subscription up, unless the connection or its
-// caller holds its bound of subscriptions, or the gateway is shutting
-// down: it returns its results, for stream to write, or nil once it has
-// ended. Shutdown waits for its last message.
+// caller holds its bound of subscriptions or its share of what they keep
+// of their operations, or the gateway is shutting down: it returns its
+// results, for stream to write, or nil once it has ended. It keeps what
+// runs its operation, not its text (kept.go). Shutdown waits for its last
+// message.
 func (c *connection) subscription(ctx context.Context, s *started, rc *graphql.OperationContext) (responses graphql.ResponseHandler, sctx context.Context) {
 	leave, err := c.s.acquireSubscription(ctx, c)
 	if err != nil {
@@ -480,6 +529,16 @@ func (c *connection) subscription(ctx context.Context, s *started, rc *graphql.O
 		return nil, nil
 	}
 	s.place = leave
+	rc, size := c.s.copies.kept(rc)
+	held, err := c.s.keep(ctx, c.caller, size)
+	if err != nil {
+		s.fail(ctx, errorList(err))
+		return nil, nil
+	}
+	s.place = func() {
+		held.Release()
+		leave()
+	}
 	if !c.s.begin(&c.s.streams) {
 		s.fail(ctx, errorList(fmt.Errorf("%w: the gateway is shutting down; connect to another replica", errkind.Refused)))
 		return nil, nil
@@ -508,7 +567,7 @@ func (c *connection) stream(ctx context.Context, s *started, op *operation.Opera
 		if resp == nil {
 			break
 		}
-		if !c.next(sctx, s.id, resp) {
+		if !c.next(sctx, s.envelope, resp) {
 			s.drop()
 			return
 		}
@@ -527,45 +586,6 @@ func (c *connection) stream(ctx context.Context, s *started, op *operation.Opera
 // errorList is err as the errors of a response, at no path.
 func errorList(err error) gqlerror.List {
 	return gqlerror.List{gqlerror.WrapPath(nil, err)}
-}
-
-// next sends one result of an operation, in one buffer of its size: the
-// answer is held twice while it is written, not three times.
-func (c *connection) next(ctx context.Context, id string, resp *graphql.Response) bool {
-	b := bytes.NewBuffer(make([]byte, 0, len(resp.Data)+len(id)+64))
-	b.WriteString(`{"type":"next","id":`)
-	writeJSONString(b, id)
-	b.WriteString(`,"payload":`)
-	writeResponse(b, resp)
-	b.WriteByte('}')
-	return c.send(ctx, b.Bytes())
-}
-
-// error ends an operation with errors, before or instead of its results.
-func (c *connection) error(ctx context.Context, id string, errs gqlerror.List) {
-	payload, _ := json.Marshal(errs)
-	c.write(ctx, message{Type: "error", ID: id, Payload: payload})
-}
-
-func (c *connection) write(ctx context.Context, m message) bool {
-	b, err := jsonv2.Marshal(m)
-	if err != nil {
-		c.close(websocket.StatusInternalError, "internal error")
-		return false
-	}
-	return c.send(ctx, b)
-}
-
-// send writes one message, waiting at most --request-timeout for a client
-// that reads slowly; one that reads slower than that is disconnected.
-func (c *connection) send(ctx context.Context, b []byte) bool {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.s.h.limits.RequestTimeout)
-	defer cancel()
-	if err := c.ws.Write(wctx, websocket.MessageText, b); err != nil {
-		c.ws.CloseNow()
-		return false
-	}
-	return true
 }
 
 // close closes the connection with a code and a reason; the closing
@@ -593,10 +613,4 @@ func (c *connection) keepAlive(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// writeJSONString writes s as a JSON string.
-func writeJSONString(b *bytes.Buffer, s string) {
-	q, _ := json.Marshal(s)
-	b.Write(q)
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -49,11 +50,11 @@ type Limits struct {
 	MaxValues        int   // values of one listContains or removeListItemsWithValues
 	MaxBatchLists    int   // lists of one addListItemsBatch
 	MaxDepth         int   // deepest nesting of fields
-	MaxComplexity    int   // a list costs its fields times its limit; introspection its real lists
+	MaxComplexity    int   // a list costs its fields times its limit (listFeatures times the features it may return); introspection its real lists
 	MaxTokens        int   // tokens of one document
 	MaxFields        int   // fields of one operation, fragments expanded
 	MaxBodyBytes     int64 // largest request body, or subscribe message
-	MaxResponseBytes int   // list items and errors one response may carry, in bytes
+	MaxResponseBytes int   // list items, features and errors one response may carry, in bytes
 	MaxInFlight      int   // queries and mutations served at once; more over HTTP are refused, a subscribe message waits
 	// MaxInFlightComplexity bounds the complexity of the operations running
 	// at once; one that does not fit waits for room until its deadline.
@@ -104,7 +105,11 @@ type Config struct {
 	// another host is refused, so that a web page cannot reach a gateway
 	// on a developer's machine through DNS rebinding.
 	Hosts []string
-	Log   *slog.Logger
+	// TrustedProxies are the proxies and load balancers in front of the
+	// endpoint, whose X-Forwarded-For names a client that has not
+	// authenticated (clients.go); none: a request's peer is its client.
+	TrustedProxies []netip.Prefix
+	Log            *slog.Logger
 	// Telemetry; no-op providers when nil.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
@@ -119,6 +124,7 @@ type Handler struct {
 	auth     *auth.Authenticator
 	limits   Limits
 	hosts    hosts
+	clients  clientAddresses
 	inFlight *pool.Pool // the slots of --max-in-flight, each caller's share of them
 	callers  *guards.Callers
 	docs     *documents.Trusted
@@ -207,6 +213,7 @@ func New(cfg Config) (*Handler, error) {
 	extensions{cfg: cfg, lists: svc, budget: budget, callers: callers, tracer: tracer, spans: !tracingOff,
 		present: errorPresenter(cfg.Log, socks.countRefusal, svc), recover: onPanic}.install(x)
 	h := &Handler{exec: x, lists: svc, auth: cfg.Auth, limits: cfg.Limits, hosts: newHosts(cfg.Hosts, !cfg.Auth.Configured()),
+		clients:  clientAddresses{proxies: cfg.TrustedProxies},
 		inFlight: inFlight, callers: callers, docs: cfg.Documents, observer: obs, sockets: socks}
 	socks.h = h
 	return h, nil
@@ -271,7 +278,7 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="listgate"`)
 		return http.StatusUnauthorized, err
 	}
-	op.Principal, op.Caller = p, callerOf(p, r)
+	op.Principal, op.Caller = p, h.callerOf(p, r)
 	params, documentID, status, err := h.readParams(w, r, op)
 	if err != nil {
 		return status, err
@@ -440,12 +447,18 @@ func withCost(resp *graphql.Response, op *operation.Operation, callers *guards.C
 }
 
 // callerOf names the caller of a request: its principal, namespaced by
-// kind, or its address when nobody authenticates.
-func callerOf(p *auth.Principal, r *http.Request) string {
+// kind, or its client's address when nobody authenticates.
+func (h *Handler) callerOf(p *auth.Principal, r *http.Request) string {
+	return callerName(p, h.clients.of(r))
+}
+
+// callerName names the caller of principal p from client: p's name, or
+// the client's address when nobody authenticates.
+func callerName(p *auth.Principal, client string) string {
 	if p.Caller != "" {
 		return p.Caller
 	}
-	return "addr:" + remoteIP(r)
+	return "addr:" + client
 }
 
 // setup is what gqlgen's executor takes to serve: the endpoint's own, and

@@ -3,7 +3,6 @@ package endpoint
 import (
 	"fmt"
 	"net"
-	"net/http"
 	"strings"
 
 	"github.com/listgate/listgate/errkind"
@@ -55,12 +54,4 @@ func (h hosts) check(hostport string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: this gateway does not answer for the host %s: add it to --allowed-hosts (a page of another site reaching a gateway through DNS rebinding names its own host)", errkind.Forbidden, errkind.Quote(hostport))
-}
-
-// remoteIP is the address a request came from, without its port.
-func remoteIP(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
-	return r.RemoteAddr
 }

@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -33,9 +34,10 @@ type Subscriptions struct {
 	// catch-up pages may (above 0, at most 1).
 	SocketsShare, CatchUpShare float64
 	// MaxPending bounds the WebSockets that have not yet sent their
-	// connection_init, in all and from one address: they take no slot of
-	// MaxSockets until then, so connections that never authenticate
-	// cannot keep real subscribers out.
+	// connection_init, their upgrade carrying no Authorization, in all and
+	// from one client (pending.go): they take no slot of MaxSockets until
+	// then, so connections that never authenticate cannot keep real
+	// subscribers out.
 	MaxPending, MaxPendingPerAddress int
 	InitTimeout                      time.Duration // how long a new WebSocket has to send its connection_init
 	MaxOperations                    int           // queries and mutations running at once on one WebSocket
@@ -46,6 +48,11 @@ type Subscriptions struct {
 	// ListBytes, TotalBytes and CatchUpBytes bound the items kept for one
 	// list's subscriptions, for every list's, and the catch-up pages held.
 	ListBytes, TotalBytes, CatchUpBytes int64
+	// OperationBytes bounds what open subscriptions keep of their
+	// operations (kept.go), together; OperationShare is the share of it one
+	// caller's may keep (above 0, at most 1).
+	OperationBytes int64
+	OperationShare float64
 	// Origins may open WebSockets from a browser besides the gateway's
 	// own: the CORS origins (https://app.example.com), or "*" for any.
 	Origins []string
@@ -55,7 +62,8 @@ type Subscriptions struct {
 var DefaultSubscriptions = Subscriptions{MaxLists: 10_000, PerConnection: 100, PerCaller: 1000,
 	MaxSockets: 10_000, SocketsShare: 0.5, MaxPending: 1000, MaxPendingPerAddress: 20, InitTimeout: 3 * time.Second, MaxOperations: 16,
 	BufferBytes: watch.Defaults.SubscriptionBytes, SlowTimeout: watch.Defaults.SlowAfter,
-	ListBytes: watch.Defaults.ListBytes, TotalBytes: watch.Defaults.TotalBytes, CatchUpBytes: watch.Defaults.CatchUpBytes, CatchUpShare: 0.5}
+	ListBytes: watch.Defaults.ListBytes, TotalBytes: watch.Defaults.TotalBytes, CatchUpBytes: watch.Defaults.CatchUpBytes, CatchUpShare: 0.5,
+	OperationBytes: 64 << 20, OperationShare: 0.5}
 
 // withDefaults fills in the bounds left at zero.
 func (s Subscriptions) withDefaults() Subscriptions {
@@ -69,7 +77,10 @@ func (s Subscriptions) withDefaults() Subscriptions {
 	if s.InitTimeout <= 0 {
 		s.InitTimeout = d.InitTimeout
 	}
-	for _, f := range []struct{ v, d *float64 }{{&s.SocketsShare, &d.SocketsShare}, {&s.CatchUpShare, &d.CatchUpShare}} {
+	if s.OperationBytes <= 0 {
+		s.OperationBytes = d.OperationBytes
+	}
+	for _, f := range []struct{ v, d *float64 }{{&s.SocketsShare, &d.SocketsShare}, {&s.CatchUpShare, &d.CatchUpShare}, {&s.OperationShare, &d.OperationShare}} {
 		if *f.v <= 0 {
 			*f.v = *f.d
 		}
@@ -100,8 +111,10 @@ const (
 type sockets struct {
 	h       *Handler
 	cfg     Subscriptions
-	open    *pool.Pool // a slot per WebSocket past its connection_init, each caller's share of them
-	pending *pool.Pool // a slot per WebSocket before it, each address's share of them
+	open    *pool.Pool     // a slot per WebSocket past its connection_init, each caller's share of them
+	pending *pool.Pool     // a slot per WebSocket before it (pending.go), each client's share of them
+	kept    *pool.Pool     // the bytes subscriptions keep of their operations (kept.go), each caller's share of them
+	copies  *keptDocuments // the operations subscriptions run, copied without their text
 	closing context.Context
 	close   context.CancelFunc
 	conns   sync.WaitGroup // WebSockets being served; added to by begin
@@ -112,6 +125,7 @@ type sockets struct {
 	mu       sync.Mutex
 	byCaller map[string]int // open subscriptions by caller
 	stopping bool           // shutdown has begun: conns and streams take no more
+	waiting  *list.List     // of *pendingSocket, the oldest first (pending.go)
 }
 
 // begin counts one more WebSocket or subscription on wg, unless shutdown
@@ -136,20 +150,23 @@ func newSockets(cfg Subscriptions, meter metric.Meter) (*sockets, error) {
 	closing, close := context.WithCancel(context.Background())
 	return &sockets{cfg: cfg, open: pool.New(int64(cfg.MaxSockets), int64(cfg.SocketsShare*float64(cfg.MaxSockets))),
 		pending: pool.New(int64(cfg.MaxPending), int64(cfg.MaxPendingPerAddress)),
-		closing: closing, close: close, refused: refused, byCaller: map[string]int{}}, nil
+		kept:    pool.New(cfg.OperationBytes, int64(cfg.OperationShare*float64(cfg.OperationBytes))), copies: newKeptDocuments(4096),
+		closing: closing, close: close, refused: refused, byCaller: map[string]int{}, waiting: list.New()}, nil
 }
 
 // Why a WebSocket or a subscription is refused, as listgate_subscriptions_refused_total's reason.
 var (
-	refusedWebSockets    = reason("max_websockets")
-	refusedSocketsShare  = reason("caller_max_websockets_share")
-	refusedPending       = reason("max_pending_websockets")
-	refusedPendingAddr   = reason("max_pending_websockets_per_address")
-	refusedPerConnection = reason("per_connection")
-	refusedPerCaller     = reason("per_caller")
-	refusedWatchedLists  = reason("max_watched_lists")
-	refusedShuttingDown  = reason("shutting_down")
-	refusedClockSkew     = reason("clock_skew")
+	refusedWebSockets     = reason("max_websockets")
+	refusedSocketsShare   = reason("caller_max_websockets_share")
+	refusedPending        = reason("max_pending_websockets")
+	refusedPendingAddr    = reason("max_pending_websockets_per_address")
+	refusedPerConnection  = reason("per_connection")
+	refusedPerCaller      = reason("per_caller")
+	refusedOperationBytes = reason("subscription_operation_bytes")
+	refusedOperationShare = reason("caller_subscription_operation_bytes_share")
+	refusedWatchedLists   = reason("max_watched_lists")
+	refusedShuttingDown   = reason("shutting_down")
+	refusedClockSkew      = reason("clock_skew")
 )
 
 func reason(r string) metric.AddOption {
@@ -198,27 +215,13 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, nil, fmt.Errorf("%w: offer the %s subprotocol (Sec-WebSocket-Protocol: %s), as the graphql-ws library does", errkind.Malformed, protocol, protocol))
 		return
 	}
-	var principal *auth.Principal
-	caller := "" // known here only from the upgrade's Authorization
-	if token := r.Header.Get("Authorization"); token != "" {
-		p, err := s.h.auth.Authenticate(token)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="listgate"`)
-			refuse(http.StatusUnauthorized, nil, err)
-			return
-		}
-		principal, caller = p, callerOf(p, r)
-	}
-	// Said early, while HTTP can say it; connection_init takes the slot.
-	if status, why, err := s.room(ctx, caller); err != nil {
-		w.Header().Set("Retry-After", "1")
-		refuse(status, why, err)
-		return
-	}
-	addr := remoteIP(r)
-	pending, status, why, err := s.takePending(ctx, addr)
+	a, status, why, err := s.admit(ctx, r)
 	if err != nil {
-		w.Header().Set("Retry-After", "1")
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="listgate"`)
+		} else {
+			w.Header().Set("Retry-After", "1")
+		}
 		refuse(status, why, err)
 		return
 	}
@@ -228,19 +231,67 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		CompressionMode:    websocket.CompressionDisabled,
 	})
 	if err != nil {
-		pending.Release() // Accept answered the request
+		s.release(a) // Accept answered the request
 		return
 	}
 	ws.SetReadLimit(s.h.limits.MaxBodyBytes + 4096) // a subscribe message's envelope around its payload
 	if !s.begin(&s.conns) {
-		pending.Release()
+		s.release(a)
 		s.refused.Add(ctx, 1, refusedShuttingDown)
 		ws.Close(websocket.StatusGoingAway, "the gateway is shutting down; connect to another replica")
 		return
 	}
 	defer s.conns.Done()
-	c := &connection{s: s, ws: ws, principal: principal, addr: addr, active: map[string]context.CancelFunc{}}
-	c.serve(ctx, pending)
+	c := &connection{s: s, ws: ws, principal: a.principal, addr: a.client, active: map[string]context.CancelFunc{}}
+	c.serve(ctx, a)
+}
+
+// admission is what a WebSocket holds from its upgrade until its
+// connection_init: a slot among those before it (pending), or, when the
+// upgrade carried a valid Authorization, its principal, and its caller's
+// slot of --max-websockets (open).
+type admission struct {
+	client    string // its address (clients.go)
+	pending   *pendingSocket
+	principal *auth.Principal
+	caller    string
+	open      *pool.Hold
+}
+
+// admit gives a WebSocket upgrade what it holds until its connection_init,
+// or says why it gets nothing: the status, the reason and the error to
+// refuse it with.
+func (s *sockets) admit(ctx context.Context, r *http.Request) (admission, int, metric.AddOption, error) {
+	a := admission{client: s.h.clients.of(r)}
+	token := r.Header.Get("Authorization")
+	if token == "" {
+		// Said early, while HTTP can say it; connection_init takes the slot.
+		if status, why, err := s.room(ctx, ""); err != nil {
+			return a, status, why, err
+		}
+		p, status, why, err := s.takePending(ctx, a.client)
+		a.pending = p
+		return a, status, why, err
+	}
+	p, err := s.h.auth.Authenticate(token)
+	if err != nil {
+		return a, http.StatusUnauthorized, nil, err
+	}
+	// Authenticated already: it holds its caller's slot of --max-websockets
+	// at once, and none of those kept for WebSockets before their
+	// connection_init.
+	a.principal, a.caller = p, callerName(p, a.client)
+	slot, status, why, err := s.takeOpen(ctx, a.caller)
+	a.open = slot
+	return a, status, why, err
+}
+
+// release gives back what a WebSocket that will not be served holds.
+func (s *sockets) release(a admission) {
+	s.leavePending(a.pending)
+	if a.open != nil {
+		a.open.Release()
+	}
 }
 
 // room says whether caller may open one more WebSocket (any caller, when
@@ -250,12 +301,12 @@ func (s *sockets) room(ctx context.Context, caller string) (status int, why metr
 	return s.refusal(ctx, caller, s.open.Available(caller, 1))
 }
 
-// takeOpen takes a slot of --max-websockets for a WebSocket past its
-// connection_init, or says why it cannot, as room does.
-func (s *sockets) takeOpen(ctx context.Context, caller string) (*pool.Hold, metric.AddOption, error) {
+// takeOpen takes a slot of --max-websockets for an authenticated
+// WebSocket, or says why it cannot, as room does.
+func (s *sockets) takeOpen(ctx context.Context, caller string) (*pool.Hold, int, metric.AddOption, error) {
 	slot, err := s.open.Take(caller, 1)
-	_, why, err := s.refusal(ctx, caller, err)
-	return slot, why, err
+	status, why, err := s.refusal(ctx, caller, err)
+	return slot, status, why, err
 }
 
 // refusal is the refusal of a WebSocket that found no room in the slots
@@ -273,23 +324,6 @@ func (s *sockets) refusal(ctx context.Context, caller string, err error) (status
 			fmt.Errorf("%w: this caller holds its share of WebSockets (--caller-max-websockets-share of --max-websockets, less while others hold the rest); retry", errkind.Throttled)
 	}
 	return 0, nil, nil
-}
-
-// takePending takes a slot for a WebSocket that has not sent its
-// connection_init, or says why it cannot: with no principal yet, a
-// client's share of these slots is its address's.
-func (s *sockets) takePending(ctx context.Context, addr string) (*pool.Hold, int, metric.AddOption, error) {
-	slot, err := s.pending.Take("addr:"+addr, 1)
-	switch {
-	case errors.Is(err, pool.ErrFull):
-		return nil, http.StatusServiceUnavailable, refusedPending,
-			fmt.Errorf("%w: %d WebSockets have not sent their connection_init (--max-pending-websockets); retry", errkind.Refused, s.pending.Size())
-	case errors.Is(err, pool.ErrShare):
-		s.h.callers.Shared(ctx, "addr:"+addr)
-		return nil, http.StatusTooManyRequests, refusedPendingAddr,
-			fmt.Errorf("%w: %d WebSockets from this address have not sent their connection_init (--max-pending-websockets-per-address); retry", errkind.Throttled, s.pending.Share())
-	}
-	return slot, 0, nil, nil
 }
 
 // offeredProtocols are the subprotocols a WebSocket upgrade offers.

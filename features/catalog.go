@@ -394,6 +394,22 @@ func (c *Catalog) List(entityType string) []*store.Feature {
 	return out
 }
 
+// Count is how many features of one entity type, or of all when it is "",
+// the snapshot holds: what a list of them is priced by before it runs.
+func (c *Catalog) Count(entityType string) int {
+	all := c.snap.Load().all
+	if entityType == "" {
+		return len(all)
+	}
+	n := 0
+	for _, f := range all {
+		if f.EntityType == entityType {
+			n++
+		}
+	}
+	return n
+}
+
 // Create creates a feature.
 func (c *Catalog) Create(ctx context.Context, f store.Feature) (store.Feature, error) {
 	created, err := c.store.CreateFeature(ctx, f)

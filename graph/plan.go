@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"io"
+	"maps"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -24,7 +25,19 @@ import (
 // alike.
 func NewExecutableSchema(svc *lists.Service) graphql.ExecutableSchema {
 	r := NewResolver(svc)
-	return planned{ExecutableSchema: exec.NewExecutableSchema(exec.Config{Resolvers: r}), query: &queryResolver{r}}
+	generated := exec.NewExecutableSchema(exec.Config{Resolvers: r})
+	es := exec.NewExecutableSchema(exec.Config{Resolvers: r, Schema: servedSchema(generated.Schema())})
+	return planned{ExecutableSchema: es, query: &queryResolver{r}}
+}
+
+// servedSchema is the generated schema without @defer, which gqlparser
+// declares in every schema: no transport here sends a deferred part, and
+// the guards refuse it (introspection does not offer it).
+func servedSchema(generated *ast.Schema) *ast.Schema {
+	s := *generated
+	s.Directives = maps.Clone(generated.Directives)
+	delete(s.Directives, "defer")
+	return &s
 }
 
 // withoutPlans is the context key of WithoutPlans.

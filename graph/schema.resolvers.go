@@ -135,7 +135,7 @@ func (r *mutationResolver) RemoveAllListItems(ctx context.Context, list model.Li
 
 // ListFeatures is the resolver for the listFeatures field.
 func (r *queryResolver) ListFeatures(ctx context.Context, entityType *string) ([]model.ListFeature, error) {
-	fs, err := r.lists.Features(ctx, deref(entityType))
+	fs, err := r.lists.Features(ctx, deref(entityType), model.ShownFeatures(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +144,7 @@ func (r *queryResolver) ListFeatures(ctx context.Context, entityType *string) ([
 
 // ListFeature is the resolver for the listFeature field.
 func (r *queryResolver) ListFeature(ctx context.Context, entityType string, name string, version *string) (*model.ListFeature, error) {
-	f, err := r.lists.Feature(ctx, entityType, name, deref(version))
+	f, err := r.lists.Feature(ctx, entityType, name, deref(version), model.ShownFeatures(ctx))
 	if err != nil || f == nil {
 		return nil, err
 	}

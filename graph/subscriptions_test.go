@@ -558,7 +558,7 @@ func TestSubscriptionAfterAMalformedPosition(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.init("")
-		head, err := s.FeedHead(context.Background())
+		head, err := store.AwaitHead(context.Background(), s)
 		if err != nil {
 			t.Fatal(err)
 		}

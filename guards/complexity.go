@@ -184,7 +184,8 @@ type measured struct {
 	total int
 	once  bool
 	// generation is the catalog's when it was measured: a page's cost
-	// follows its feature's cap.
+	// follows its feature's cap, a list of features' the features there
+	// are.
 	generation uint64
 }
 
@@ -307,7 +308,8 @@ const keyRowsPerPoint = 10
 // feature created again, a capped list's page below its newest item); a
 // count, a search or a removal the keys it may look at (--max-count), a
 // search its items too, a removal what it deletes; entities their lists;
-// an add its items.
+// an add its items; a list of features the fields of each feature the
+// catalog's snapshot holds.
 func (w costWalk) fieldCost(field string, f *ast.Field, child int) (int, error) {
 	limits := w.lists.Limits()
 	keys := func(rows int) int { return (rows + keyRowsPerPoint - 1) / keyRowsPerPoint }
@@ -332,6 +334,11 @@ func (w costWalk) fieldCost(field string, f *ast.Field, child int) (int, error) 
 		return cost, nil
 	case "Query.listCount", "Entity.listCount":
 		return 1 + keys(limits.MaxCount), nil
+	case "Query.listFeatures":
+		// As many features as the catalog holds: its data, not the
+		// arguments, sets how many.
+		entityType, _ := w.arg(f, "entityType").(string)
+		return 1 + child*w.lists.KnownCount(entityType), nil
 	case "Query.entities":
 		ids := asList(w.arg(f, "entityIds"))
 		if len(ids) > 0 {

@@ -11,10 +11,12 @@ import (
 	"github.com/listgate/listgate/values"
 )
 
-// ValidationRules are gqlparser's, plus exactLiterals. They run once per
-// document; the query cache keeps the result.
+// ValidationRules are gqlparser's, with KnownDirectives refusing the
+// directives notServed, plus exactLiterals. They run once per document;
+// the query cache keeps the result.
 func ValidationRules() *rules.Rules {
 	r := rules.NewDefaultRules()
+	r.ReplaceRule(rules.KnownDirectivesRule.Name, servedDirectives)
 	r.AddRule("ExactLiterals", exactLiterals)
 	return r
 }

@@ -12,23 +12,40 @@ import (
 )
 
 // Features returns the live features of one entity type, or of all when
-// entityType is "", ordered by key.
-func (s *Service) Features(ctx context.Context, entityType string) ([]*store.Feature, error) {
+// entityType is "", ordered by key, for one field of an operation's
+// response: they are charged to its bound (MaxResponseBytes) as shown,
+// before anything is written, so an answer past it is refused whole.
+func (s *Service) Features(ctx context.Context, entityType string, shown ShownFeature) ([]*store.Feature, error) {
 	if entityType != "" {
 		if err := keys.ValidateName("entity type", entityType); err != nil {
 			return nil, err
 		}
 	}
-	return s.catalog.Features(ctx, entityType)
+	fs, err := s.catalog.Features(ctx, entityType)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.chargeFeatures(ctx, fs, shown); err != nil {
+		return nil, err
+	}
+	return fs, nil
 }
 
-// Feature returns one version of a feature; nil if there is none.
-func (s *Service) Feature(ctx context.Context, entityType, name, version string) (*store.Feature, error) {
+// Feature returns one version of a feature, nil if there is none, for one
+// field of an operation's response, charged to its bound as Features
+// charges its features.
+func (s *Service) Feature(ctx context.Context, entityType, name, version string, shown ShownFeature) (*store.Feature, error) {
 	f, err := s.catalog.Feature(ctx, entityType, name, version)
 	if errors.Is(err, errkind.NotFound) {
 		return nil, nil
 	}
-	return f, err
+	if err != nil {
+		return nil, err
+	}
+	if err := s.chargeFeatures(ctx, []*store.Feature{f}, shown); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // Known returns a feature the catalog's snapshot holds, or nil, without
@@ -36,6 +53,11 @@ func (s *Service) Feature(ctx context.Context, entityType, name, version string)
 func (s *Service) Known(entityType, name, version string) *store.Feature {
 	return s.catalog.Known(entityType, name, version)
 }
+
+// KnownCount is how many features of one entity type, or of all when it
+// is "", the catalog's snapshot holds, without reading the store: what
+// guards price a list of features by.
+func (s *Service) KnownCount(entityType string) int { return s.catalog.Count(entityType) }
 
 // CatalogGeneration changes whenever the catalog's snapshot does.
 func (s *Service) CatalogGeneration() uint64 { return s.catalog.Generation() }

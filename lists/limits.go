@@ -14,7 +14,7 @@ import (
 type Limits struct {
 	MaxListLimit     int // largest limit of one page (--max-list-limit)
 	MaxEntities      int // most entities one call may name (--max-entities)
-	MaxResponseBytes int // bytes of list items and errors one response may carry (--max-response-bytes)
+	MaxResponseBytes int // bytes of list items, features and errors one response may carry (--max-response-bytes)
 	// MaxCount bounds the rows a count, or a search for values, may look
 	// at (--max-count).
 	MaxCount int

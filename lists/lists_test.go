@@ -154,7 +154,7 @@ func TestCheckOnlyWritesNothing(t *testing.T) {
 	if _, err := svc.Add(ctx, lists.Ref{EntityType: "user", EntityID: "u1", Feature: "history"}, []lists.NewItem{{Value: values.Value{Raw: "a"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := svc.Feature(context.Background(), "user", "presented", ""); err != nil || f != nil {
+	if f, err := svc.Feature(context.Background(), "user", "presented", "", lists.ShownFeature{}); err != nil || f != nil {
 		t.Errorf("the check run created a feature: %v, %v", f, err)
 	}
 	p, err := s.Items(context.Background(), store.List{Feature: mustFeature(t, svc, "history"), EntityID: "u1"}, store.Range{Limit: 10})
@@ -165,7 +165,7 @@ func TestCheckOnlyWritesNothing(t *testing.T) {
 
 func mustFeature(t *testing.T, svc *lists.Service, name string) *store.Feature {
 	t.Helper()
-	f, err := svc.Feature(context.Background(), "user", name, "")
+	f, err := svc.Feature(context.Background(), "user", name, "", lists.ShownFeature{})
 	if err != nil || f == nil {
 		t.Fatalf("feature %s: %v, %v", name, f, err)
 	}

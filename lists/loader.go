@@ -13,9 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
-	"github.com/listgate/listgate/values"
 	"github.com/listgate/listgate/watch"
 )
 
@@ -223,60 +221,6 @@ func (s *Service) read(ctx context.Context, req *Reads, k readKey) (res readResu
 		}
 	}
 	return res, err
-}
-
-// charge counts the bytes of a field's items against the operation's
-// response, as shown: each field that shows items is charged, aliases of
-// one read too, since each writes its own copy.
-func (s *Service) charge(ctx context.Context, f *store.Feature, items []store.Item, shown Shown) error {
-	if req := readsFrom(ctx); req != nil && req.bytes.Add(int64(itemsBytes(f, items, shown))) > int64(s.limits.MaxResponseBytes) {
-		return s.ResponseFull()
-	}
-	return nil
-}
-
-// Shown is how a response writes each item of a field: the bytes of an
-// item beyond its values and cursors (names, timestamps, punctuation), and
-// how many times it writes its value and its cursor (an alias writes a
-// field again, and so does a second selection of the items). The zero
-// value is an item as most clients ask for it: a value, a cursor, and
-// itemBytes more.
-type Shown struct{ Fixed, Values, Cursors int }
-
-// itemBytes is what an item adds to a response beyond its cursor and
-// value, when the items' selection is not known: field names, timestamps,
-// quotes.
-const itemBytes = 96
-
-// itemsBytes is what items add to a response: their values as written,
-// escapes included, their cursors, and the rest of each item.
-func itemsBytes(f *store.Feature, items []store.Item, shown Shown) int {
-	if shown == (Shown{}) {
-		shown = Shown{Fixed: itemBytes, Values: 1, Cursors: 1}
-	}
-	size := 0
-	for _, it := range items {
-		size += shown.Fixed + shown.Cursors*(len(it.Key)+2) + shown.Values*values.WrittenLen(f.ValueType, it.Value)
-	}
-	return size
-}
-
-// ChargeError counts the bytes of an error the operation's response would
-// carry against MaxResponseBytes, with its list items, and reports whether
-// it fits. Once one has not, none does: past its bound a response carries
-// no more error text.
-func (s *Service) ChargeError(ctx context.Context, n int) bool {
-	req := readsFrom(ctx)
-	return req == nil || req.bytes.Add(int64(n)) <= int64(s.limits.MaxResponseBytes)
-}
-
-// ErrResponseFull is wrapped by ResponseFull.
-var ErrResponseFull = fmt.Errorf("%w response", errkind.Invalid)
-
-// ResponseFull is the error of a field past its operation's response bound,
-// and the one error a response shows past it.
-func (s *Service) ResponseFull() error {
-	return fmt.Errorf("%w: larger than %d bytes (--max-response-bytes), its list items and errors counted; what does not fit is null, and its errors are left out: ask for fewer items, lists or fields", ErrResponseFull, s.limits.MaxResponseBytes)
 }
 
 // joinValues writes encoded values as one string, each after its length,

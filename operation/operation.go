@@ -41,6 +41,10 @@ type Operation struct {
 	// AskedCost is set when the request asked for extensions.cost
 	// ("extensions": {"cost": true}), in every answer, a refusal too.
 	AskedCost bool
+	// Envelope is what the message that carries each of its responses
+	// adds to it (a WebSocket message's type and id): --max-response-bytes
+	// bounds the two together.
+	Envelope int
 
 	reads lists.Reads // the lists service's part: loader, response byte budget
 

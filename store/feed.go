@@ -148,11 +148,14 @@ func PositionExpired(why string) error {
 
 // Follower reads a store's change feed.
 type Follower interface {
-	// FeedHead is where a subscription starts: a reader starting from it
-	// gets every record of an add begun after the call returns, and none
-	// of one ended before it was made. On the embedded store it is the
-	// settled end; on a cluster it is ahead of it, by the clocks' margin.
-	FeedHead(ctx context.Context) (Position, error)
+	// FeedHead is where a subscription starts, and how long after the
+	// call it counts as started: a reader starting from the head gets
+	// every record of an add begun once that time has passed, and none of
+	// one ended before the call. On the embedded store the head is the
+	// settled end, started at once; on a cluster it is the clocks' margin
+	// ahead of now, started once now is the margin past it (AwaitHead
+	// waits for that).
+	FeedHead(ctx context.Context) (head Position, startsIn time.Duration, err error)
 	// ReadFeed returns the records after `after`, up to the settled end,
 	// of the lists watched says yes to, in the feed's order: at least one
 	// record if any, and no more once their items pass about maxBytes. It
@@ -182,6 +185,22 @@ type Follower interface {
 	// feed cannot tell (a position of another feed, or of a record no
 	// longer kept).
 	PositionTime(p Position) (time.Time, bool)
+}
+
+// AwaitHead is f's head, once it counts as started (Follower.FeedHead).
+func AwaitHead(ctx context.Context, f Follower) (Position, error) {
+	head, startsIn, err := f.FeedHead(ctx)
+	if err != nil || startsIn <= 0 {
+		return head, err
+	}
+	t := time.NewTimer(startsIn)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return head, nil
+	case <-ctx.Done():
+		return Position{}, context.Cause(ctx)
+	}
 }
 
 // CheckResume says whether a subscription to f may resume after a

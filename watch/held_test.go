@@ -59,10 +59,10 @@ func (s *heldStore) Since(ctx context.Context, l store.List, since string, limit
 	return s.Store.Since(ctx, l, since, limit)
 }
 
-func (s *heldStore) FeedHead(ctx context.Context) (store.Position, error) {
-	p, err := s.Store.FeedHead(ctx)
+func (s *heldStore) FeedHead(ctx context.Context) (store.Position, time.Duration, error) {
+	p, startsIn, err := s.Store.FeedHead(ctx)
 	s.feedHead.pass()
-	return p, err
+	return p, startsIn, err
 }
 
 func (s *heldStore) ReadFeed(ctx context.Context, after store.Position, watched func(store.ListID) bool, maxBytes int) ([]store.Change, store.Position, error) {
@@ -227,7 +227,7 @@ func TestSlowStoreIsNotTheClients(t *testing.T) {
 		// catchUp.
 		subscribe := func(t *testing.T, e *env, held *heldStore, catchUp func(sub *watch.Subscription) func(context.Context) error) (*watch.Subscription, store.Position) {
 			ctx := context.Background()
-			head, err := e.s.FeedHead(ctx)
+			head, err := store.AwaitHead(ctx, e.s)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -118,7 +118,7 @@ func (h *Hub) instrument(m metric.Meter) error {
 	if h.ended, err = m.Int64Counter("listgate.subscriptions.ended", metric.WithDescription("Subscriptions the gateway ended, by reason: too_slow, not_found (feature deleted or created again), not_live (feature made not live), position_expired (made not live and live again, or the gateway fell behind what the feed keeps), shutting_down.")); err != nil {
 		return err
 	}
-	if h.active, err = m.Int64UpDownCounter("listgate.subscriptions.active", metric.WithDescription("Subscriptions open in this process.")); err != nil {
+	if h.active, err = m.Int64UpDownCounter("listgate.subscriptions.active", metric.WithDescription("Subscriptions open in this process, from when they count as started: every add begun from then on, through any gateway, comes after their head.")); err != nil {
 		return err
 	}
 	if h.watched, err = m.Int64UpDownCounter("listgate.subscription.lists.watched", metric.WithDescription("Lists this process watches for its subscriptions.")); err != nil {

@@ -120,8 +120,8 @@ func TestListKeepsOnlyUnread(t *testing.T) {
 		for step := range 2000 {
 			switch r := rng.IntN(10); {
 			case r < 2 || len(subs) == 0:
-				s := &Subscription{hub: h, notify: make(chan struct{}, 1), done: make(chan struct{})}
-				if err := h.join(context.Background(), s, store.List{Feature: &store.Feature{}, EntityID: "e"}, store.Position{}); err != nil {
+				s := &Subscription{hub: h, notify: make(chan struct{}, 1), done: make(chan struct{}), begun: make(chan struct{})}
+				if err := h.join(context.Background(), s, store.List{Feature: &store.Feature{}, EntityID: "e"}, store.Position{}, true); err != nil {
 					t.Fatal(err)
 				}
 				subs = append(subs, s)

@@ -411,6 +411,11 @@ func (m *model) start(s *modelSub, start watch.Start) bool {
 		cancel()
 		m.fatalf("%s: subscribe: %v", s.name, err)
 	}
+	select { // the contract holds of adds begun once it has started
+	case <-sub.Started():
+	case <-time.After(30 * time.Second):
+		m.fatalf("%s: not started within 30 s", s.name)
+	}
 	s.sub, s.cancel = sub, cancel
 	return true
 }

@@ -60,7 +60,7 @@ func TestPositionRefused(t *testing.T) {
 			t.Fatalf("a position of another feed: %v", err)
 		}
 		ns := time.Now().UnixNano()
-		head, _ := e.s.FeedHead(ctx)
+		head, _ := store.AwaitHead(ctx, e.s)
 		if _, err := e.hub.Subscribe(ctx, e.list, watch.Start{After: &head, Since: &ns}); !errors.Is(err, errkind.Invalid) {
 			t.Fatalf("after and since: %v", err)
 		}
@@ -258,7 +258,7 @@ func TestChurnNeverHangs(t *testing.T) {
 func TestCatchUpIsCharged(t *testing.T) {
 	eachBackend(t, func(c *watch.Config) { c.CatchUpPage = 10 }, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		head, _ := e.s.FeedHead(ctx)
+		head, _ := store.AwaitHead(ctx, e.s)
 		for i := range 25 {
 			e.add(e.list, time.Now(), fmt.Sprint(i))
 		}

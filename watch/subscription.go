@@ -42,11 +42,13 @@ type Subscription struct {
 	charge Charge
 	notify chan struct{} // a token when items may have come
 	done   chan struct{} // closed when the hub ends it
+	begun  chan struct{} // closed once its head counts as started
 
 	// The hub's, under Hub.mu.
 	next    uint64         // the next entry of list.items to read
 	joined  store.Position // where the list's buffer covers it from: records up to it come from the store
 	knownAt bool           // joined is known
+	started bool           // its head counts as started: listgate_subscriptions_active counts it
 	err     error          // why it ended, set before done closes
 	over    time.Time      // when it fell more than SubscriptionBytes behind; zero if not
 	held    int64          // catch-up bytes held
@@ -97,7 +99,7 @@ func (h *Hub) Subscribe(ctx context.Context, l store.List, start Start) (*Subscr
 		return nil, fmt.Errorf("%w after: not with since; subscribe after a position, or since a time", errkind.Invalid)
 	}
 	// The store is asked first, with no lock of the hub's held.
-	head, err := h.cfg.Store.FeedHead(ctx)
+	head, startsIn, err := h.cfg.Store.FeedHead(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -108,21 +110,42 @@ func (h *Hub) Subscribe(ctx context.Context, l store.List, start Start) (*Subscr
 		}
 		at = *start.After
 	}
-	s := &Subscription{hub: h, start: at, resume: at, caller: start.Caller, charge: start.Charge, notify: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &Subscription{hub: h, start: at, resume: at, caller: start.Caller, charge: start.Charge, notify: make(chan struct{}, 1), done: make(chan struct{}), begun: make(chan struct{})}
 	if start.Since != nil {
 		s.since = keys.TimestampPrefix(max(*start.Since, 0))
 	}
-	if err := h.join(ctx, s, l, head); err != nil {
+	if err := h.join(ctx, s, l, head, startsIn <= 0); err != nil {
 		return nil, err
+	}
+	if startsIn > 0 {
+		// It watches from now on, and counts as started once the head
+		// does: its operation's goroutine does not wait for that.
+		time.AfterFunc(startsIn, func() { h.start(s) })
 	}
 	context.AfterFunc(ctx, func() { h.leave(s) })
 	return s, nil
 }
 
+// start counts s as started (listgate_subscriptions_active), unless it
+// has ended.
+func (h *Hub) start(s *Subscription) {
+	h.mu.Lock()
+	defer h.unlock()
+	if _, ok := s.list.subs[s]; ok && !s.started {
+		s.started = true
+		close(s.begun)
+		h.active.Add(context.Background(), 1)
+	}
+}
+
+// Started is closed once the subscription counts as started: every add
+// begun from then on, through any gateway, comes after its head.
+func (s *Subscription) Started() <-chan struct{} { return s.begun }
+
 // join adds s to its list's subscriptions, watching the list if none did,
-// and the feed from head if no list was watched. What the hub read before
-// s started comes from the store.
-func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head store.Position) error {
+// and the feed from head if no list was watched, started or not yet
+// (start). What the hub read before s started comes from the store.
+func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head store.Position, started bool) error {
 	h.mu.Lock()
 	defer h.unlock()
 	if h.closed {
@@ -169,7 +192,10 @@ func (h *Hub) join(ctx context.Context, s *Subscription, l store.List, head stor
 		s.joined, s.knownAt = h.cursor, true
 	}
 	w.subs[s] = struct{}{}
-	h.active.Add(ctx, 1)
+	if s.started = started; started {
+		close(s.begun)
+		h.active.Add(ctx, 1)
+	}
 	return nil
 }
 
@@ -203,7 +229,9 @@ func (h *Hub) end(s *Subscription, err error, why metric.AddOption) {
 	h.setHeld(s, 0)
 	s.err = err
 	close(s.done)
-	h.active.Add(context.Background(), -1)
+	if s.started {
+		h.active.Add(context.Background(), -1)
+	}
 	if len(w.subs) == 0 {
 		h.unwatch(w)
 	} else if s.next == w.base {

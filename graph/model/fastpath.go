@@ -310,6 +310,7 @@ func shownItem(oc *graphql.OperationContext, sel ast.SelectionSet) lists.Shown {
 }
 
 // shownFieldBytes is the most an item's field other than its value and
-// cursor writes: a quoted RFC 3339 time with nanoseconds (32), a position
-// (null in a page), its type's name.
+// cursor, or a feature's other than its strings, writes: a quoted RFC 3339
+// time with nanoseconds (32), a position (null in a page), a number, its
+// type's name.
 const shownFieldBytes = 40

@@ -238,6 +238,35 @@ func ListFeaturesOf(fs []*store.Feature) []ListFeature {
 	return out
 }
 
+var listFeatureImplementors = []string{"ListFeature"}
+
+// ShownFeatures is how the response writes each feature of the field in
+// ctx (a ListFeature, or a list of them), for the response's byte budget:
+// each field the selection names, under its alias, its strings by their
+// length and the rest at the most it writes.
+func ShownFeatures(ctx context.Context) lists.ShownFeature {
+	oc := graphql.GetOperationContext(ctx)
+	shown := lists.ShownFeature{Fixed: len("{},")}
+	for _, f := range graphql.CollectFields(oc, graphql.GetFieldContext(ctx).Field.Selections, listFeatureImplementors) {
+		shown.Fixed += len(f.Alias) + len(`"":,`)
+		switch f.Name {
+		case "key":
+			shown.Keys++
+		case "entityType":
+			shown.EntityTypes++
+		case "name":
+			shown.Names++
+		case "version":
+			shown.Versions++
+		case "description":
+			shown.Descriptions++
+		default:
+			shown.Fixed += shownFieldBytes
+		}
+	}
+	return shown
+}
+
 // ListPageOf shows a page.
 func ListPageOf(p *lists.Page) *ListPage {
 	out := &ListPage{Items: make([]ListItem, len(p.Items)), HasMore: p.HasMore}

@@ -154,38 +154,28 @@ func durationTicks(d time.Duration) int64 { return int64(d / 100) }
 // tick never matters: the reader orders those itself.
 func uuidAt(t int64) gocql.UUID { return gocql.MinTimeUUID(timeOf(t)) }
 
-// FeedHead is a position every record of an add that began after the call
-// comes after, and every record of an add that ended before it comes
-// before, through any gateway. Each gateway stamps its records by its
-// own measure of the cluster's clock, at most the clock's margin from
-// this one's (clock.Margin), and a record is stamped as its add begins.
-// So the head is the margin ahead of now, and the call returns once now
-// is the margin past the head: an add that ended before the call was
-// stamped before now, so before the head, even by a clock the margin
-// ahead; one that begins after it is stamped after the head, even by a
-// clock the margin behind. This gateway's own stamps stay above the head
-// (feedWriter.holdAbove), whatever its measure does next. A gateway whose
-// measure does not count refuses (errkind.ClockSkew).
-func (s *Store) FeedHead(ctx context.Context) (store.Position, error) {
+// FeedHead is a position every record of an add that begins once it
+// counts as started comes after, and every record of an add that ended
+// before the call comes before, through any gateway. Each gateway stamps
+// its records by its own measure of the cluster's clock, at most the
+// clock's margin from this one's (clock.Margin), and a record is stamped
+// as its add begins. So the head is the margin ahead of now, and it
+// counts as started once now is the margin past it: an add that ended
+// before the call was stamped before now, so before the head, even by a
+// clock the margin ahead; one that begins after it is started is stamped
+// after the head, even by a clock the margin behind. This gateway's own
+// stamps stay above the head (feedWriter.holdAbove), whatever its measure
+// does next. A gateway whose measure does not count refuses
+// (errkind.ClockSkew).
+func (s *Store) FeedHead(context.Context) (store.Position, time.Duration, error) {
 	margin, err := s.clock.Margin()
 	if err != nil {
-		return store.Position{}, err
+		return store.Position{}, 0, err
 	}
-	head := ticks(s.clock.Now()) + durationTicks(margin)
+	now := s.clock.Now()
+	head := ticks(now) + durationTicks(margin)
 	s.writer.holdAbove(head)
-	for {
-		left := timeOf(head + durationTicks(margin)).Sub(s.clock.Now())
-		if left <= 0 {
-			return s.endOf(head), nil
-		}
-		t := time.NewTimer(left)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return store.Position{}, context.Cause(ctx)
-		case <-t.C:
-		}
-	}
+	return s.endOf(head), timeOf(head + durationTicks(margin)).Sub(now), nil
 }
 
 // expired says why the feed no longer holds every record after the tick

@@ -49,7 +49,7 @@ func TestRecordOutlivesItsClient(t *testing.T) {
 				t.Fatal(err)
 			}
 			l := store.List{Feature: &f, EntityID: "u1"}
-			head, err := s.FeedHead(context.Background())
+			head, err := store.AwaitHead(context.Background(), s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func TestEachHeadIsReadOnce(t *testing.T) {
 	}
 	l := store.List{Feature: &f, EntityID: "u1"}
 	ctx := context.Background()
-	at, err := s.FeedHead(ctx)
+	at, err := store.AwaitHead(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}

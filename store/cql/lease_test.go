@@ -74,7 +74,7 @@ func TestSlowRecordHoldsReadersBack(t *testing.T) {
 	session := rawSession(t, cfg)
 	ctx := context.Background()
 	l := liveList(t, reader, "slow")
-	head, err := reader.FeedHead(ctx)
+	head, err := store.AwaitHead(ctx, reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestStampsStayAboveHeads(t *testing.T) {
 	s := cqltest.Open(t, cfg)
 	ctx := context.Background()
 	l := liveList(t, s, "heads")
-	head, err := s.FeedHead(ctx)
+	head, err := store.AwaitHead(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestLateRecordsAreCounted(t *testing.T) {
 	session := rawSession(t, cfg)
 	ctx := context.Background()
 	l := liveList(t, s, "late")
-	at, err := s.FeedHead(ctx)
+	at, err := store.AwaitHead(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestFeedReadsHoldBoundedHeads(t *testing.T) {
 	s.SetHeadsPerRead(16)
 	ctx := context.Background()
 	l := liveList(t, s, "bounded")
-	head, err := s.FeedHead(ctx)
+	head, err := store.AwaitHead(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}

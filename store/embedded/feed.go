@@ -268,10 +268,11 @@ func readRecord(rec string, list store.ListID, v []byte) (store.Change, error) {
 	return c, nil
 }
 
-// FeedHead is the settled end of the feed.
-func (s *Store) FeedHead(context.Context) (store.Position, error) {
+// FeedHead is the settled end of the feed, started at once: the adds
+// after it are numbered after it.
+func (s *Store) FeedHead(context.Context) (store.Position, time.Duration, error) {
 	settled, _, _ := s.feed.state()
-	return store.Position{Record: s.feed.record(settled), Item: store.AllItems}, nil
+	return store.Position{Record: s.feed.record(settled), Item: store.AllItems}, 0, nil
 }
 
 // from is the number of the first record a reader at p may not have

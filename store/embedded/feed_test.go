@@ -22,7 +22,7 @@ func feedOf(t *testing.T, s *embedded.Store, name string) (store.List, store.Pos
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, err := s.FeedHead(ctx)
+	head, err := store.AwaitHead(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestBackupBeginsAFeedOfItsOwn(t *testing.T) {
 				t.Errorf("%s: the feed after the original's %v: %v, %v; want PositionExpired", copy.dir, p, got, err)
 			}
 		}
-		head, err := r.FeedHead(ctx)
+		head, err := store.AwaitHead(ctx, r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +137,7 @@ func TestNumbersAreNotGivenTwice(t *testing.T) {
 	if err := s.GiveUpANumber(); err != nil {
 		t.Fatal(err)
 	}
-	head, err := s.FeedHead(context.Background())
+	head, err := store.AwaitHead(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestCatchUpFailsOnceItsRecordsAreSwept(t *testing.T) {
 	ctx := context.Background()
 	l, head := feedOf(t, s, "f")
 	addValues(t, s, l, "r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9")
-	end, err := s.FeedHead(ctx)
+	end, err := store.AwaitHead(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func testCatchUpPastRetention(t *testing.T, h *harness) {
 	h.reopen(Options{FeedRetention: retention})
 	l := h.list(h.live(h.feature("feed", "", time.Hour)), "slow")
 	watched := func(id store.ListID) bool { return id == l.ID() }
-	head, err := h.s.FeedHead(h.ctx)
+	head, err := store.AwaitHead(h.ctx, h.s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func testCatchUpPastRetention(t *testing.T, h *harness) {
 // items of a record that comes later.
 func testPositionsOfNoRecord(t *testing.T, h *harness) {
 	l := h.list(h.live(h.feature("feed", "", time.Hour)), "u")
-	head, err := h.s.FeedHead(h.ctx)
+	head, err := store.AwaitHead(h.ctx, h.s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func testPositionsOfNoRecord(t *testing.T, h *harness) {
 	h.add(l, item(now, "end"))
 	all, _ := h.readFeed(head, func(id store.ListID) bool { return id == l.ID() }, "end")
 	equal(t, "records", values(all), []string{"a,b", "end"})
-	end, err := h.s.FeedHead(h.ctx)
+	end, err := store.AwaitHead(h.ctx, h.s)
 	if err != nil {
 		t.Fatal(err)
 	}

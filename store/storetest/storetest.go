@@ -1140,7 +1140,7 @@ func testEndedContext(t *testing.T, h *harness) {
 	}
 	equal(t, "found late", h.find(l, 0, "late"), []string{""})
 	live := h.list(h.live(h.feature("live", "", day)), "u1")
-	head, err := h.s.FeedHead(h.ctx)
+	head, err := store.AwaitHead(h.ctx, h.s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1209,7 +1209,7 @@ func testFeed(t *testing.T, h *harness) {
 	watched, other, capped := h.list(f, "watched"), h.list(f, "other"), h.list(h.live(h.capped(2)), "capped")
 	now := time.Now()
 	h.add(watched, item(now, "before the head"))
-	head, err := h.s.FeedHead(h.ctx)
+	head, err := store.AwaitHead(h.ctx, h.s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1253,7 +1253,7 @@ func testListFeed(t *testing.T, h *harness) {
 	f := h.live(h.feature("feed", "", time.Hour))
 	l, other := h.list(f, "resumed"), h.list(f, "other")
 	now := time.Now()
-	head, err := h.s.FeedHead(h.ctx)
+	head, err := store.AwaitHead(h.ctx, h.s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1320,7 +1320,7 @@ func testLiveFlag(t *testing.T, h *harness) {
 	}
 	equal(t, "created live", born.Live, true)
 	equal(t, "created live: live since its creation", born.LiveSince.IsZero(), true)
-	head, err := h.s.FeedHead(h.ctx)
+	head, err := store.AwaitHead(h.ctx, h.s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1355,7 +1355,7 @@ func testLiveFlag(t *testing.T, h *harness) {
 		}
 	}
 	q = h.list(&made, "u")
-	head, err = h.s.FeedHead(h.ctx)
+	head, err = store.AwaitHead(h.ctx, h.s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1381,7 +1381,7 @@ func testLiveFlag(t *testing.T, h *harness) {
 	}
 	made.LiveSince = since
 	q = h.list(&made, "u")
-	head, err = h.s.FeedHead(h.ctx)
+	head, err = store.AwaitHead(h.ctx, h.s)
 	if err != nil {
 		t.Fatal(err)
 	}
