@@ -195,10 +195,12 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.IntVar(&c.Limits.MaxFields, "max-fields", endpoint.DefaultLimits.MaxFields, "most fields in one operation, aliases counted and fragments expanded")
 	fs.IntVar(&c.Limits.MaxResponseBytes, "max-response-bytes", endpoint.DefaultLimits.MaxResponseBytes, "most bytes of one response, its list items, features and errors included")
 	fs.IntVar(&c.Limits.MaxInFlightComplexity, "max-in-flight-complexity", endpoint.DefaultLimits.MaxInFlightComplexity, "complexity of the operations running at once (at least --max-complexity); more wait for room until their deadline")
+	c.Limits.MaxInFlightResponseBytes = endpoint.DefaultLimits.MaxInFlightResponseBytes
+	fs.Var(byteFlag(&c.Limits.MaxInFlightResponseBytes), "max-in-flight-response-bytes", "the `size` of the answers of queries and mutations being built and written at once (at least --max-response-bytes): a page reserves what it may hold before it is read, waiting for room until its deadline; an answer holds its bytes until its client has read it")
 	fs.IntVar(&c.Limits.MaxInFlight, "max-in-flight", endpoint.DefaultLimits.MaxInFlight, "GraphQL requests served at once; more over HTTP are refused with 503, a WebSocket's subscribe message waits for a slot until its deadline")
 	fs.Float64Var(&c.Limits.CallerCostRate, "caller-cost-rate", endpoint.DefaultLimits.CallerCostRate, "each caller's budget of complexity points a second on this gateway (0: no budget); an API key's cost=rate/burst or a JWT's listgate_cost claim sets its own")
 	fs.Float64Var(&c.Limits.CallerCostBurst, "caller-cost-burst", endpoint.DefaultLimits.CallerCostBurst, "each caller's budget of complexity points at once (at least --max-complexity)")
-	fs.Float64Var(&c.Limits.CallerInFlightShare, "caller-max-in-flight-share", endpoint.DefaultLimits.CallerInFlightShare, "the share of --max-in-flight and of --max-in-flight-complexity one caller's operations may hold, above 0 and at most 1")
+	fs.Float64Var(&c.Limits.CallerInFlightShare, "caller-max-in-flight-share", endpoint.DefaultLimits.CallerInFlightShare, "the share of --max-in-flight, of --max-in-flight-complexity and of --max-in-flight-response-bytes one caller's operations may hold, above 0 and at most 1")
 	fs.DurationVar(&c.Limits.RequestTimeout, "request-timeout", endpoint.DefaultLimits.RequestTimeout, "deadline of one request, passed down to every CQL statement")
 	fs.IntVar(&c.Limits.QueryCacheBytes, "query-cache-bytes", endpoint.DefaultLimits.QueryCacheBytes, "memory for parsed GraphQL documents, estimated")
 	fs.IntVar(&c.Limits.APQCacheBytes, "apq-cache-bytes", endpoint.DefaultLimits.APQCacheBytes, "memory for automatic persisted queries")
@@ -378,6 +380,8 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("limits: --max-depth must be 3 or more, --max-complexity 1 or more, --max-body-bytes 1024 or more, --request-timeout above 0")
 	case c.Limits.MaxTokens < 1000 || c.Limits.MaxFields < 100 || c.Limits.MaxResponseBytes < 1<<20 || c.Limits.MaxInFlight < 1:
 		return c, fmt.Errorf("limits: --max-tokens must be 1000 or more, --max-fields 100 or more, --max-response-bytes 1MiB or more, --max-in-flight 1 or more")
+	case c.Limits.MaxInFlightResponseBytes < int64(c.Limits.MaxResponseBytes):
+		return c, fmt.Errorf("--max-in-flight-response-bytes %d: less than --max-response-bytes %d; no answer of that size could be built", c.Limits.MaxInFlightResponseBytes, c.Limits.MaxResponseBytes)
 	case c.MaxHeaderBytes < 4096:
 		return c, fmt.Errorf("--max-header-bytes must be 4KiB or more")
 	case c.Limits.QueryCacheBytes < 0 || c.Limits.APQCacheBytes < 0 || c.MemoryLimit < 64<<20:

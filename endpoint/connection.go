@@ -16,6 +16,7 @@ import (
 
 	"github.com/listgate/listgate/auth"
 	"github.com/listgate/listgate/errkind"
+	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/operation"
 	"github.com/listgate/listgate/pool"
 )
@@ -399,6 +400,7 @@ func (c *connection) recovered(ctx context.Context, s *started, p any) {
 func (c *connection) end(ctx context.Context, s *started, op *operation.Operation) {
 	s.cancel()
 	op.End()
+	lists.Answered(ctx)
 	c.s.h.observer.done(ctx, op)
 	c.ops.Done()
 }
@@ -447,7 +449,7 @@ func (c *connection) inSlot(ctx, timed context.Context, s *started, op *operatio
 	case rc.Operation.Operation == ast.Subscription:
 		return rc
 	}
-	c.query(ctx, timed, s, op, rc)
+	c.query(ctx, timed, s, op, rc, slot)
 	return nil
 }
 
@@ -470,8 +472,9 @@ func (c *connection) parse(timed context.Context, s *started, op *operation.Oper
 
 // query runs a query or mutation, if the connection runs fewer than
 // --max-websocket-operations, and answers it: its result by its deadline,
-// or TIMEOUT; nothing once the client has completed it.
-func (c *connection) query(ctx, timed context.Context, s *started, op *operation.Operation, rc *graphql.OperationContext) {
+// or TIMEOUT; nothing once the client has completed it. Its slot and its
+// complexity are given back once its answer is made, before it is written.
+func (c *connection) query(ctx, timed context.Context, s *started, op *operation.Operation, rc *graphql.OperationContext, slot *pool.Hold) {
 	h := c.s.h
 	leave, err := c.takeRunning()
 	if err != nil {
@@ -481,6 +484,8 @@ func (c *connection) query(ctx, timed context.Context, s *started, op *operation
 	s.place = leave
 	responses, timed := h.exec.DispatchOperation(timed, rc)
 	resp := responses(timed)
+	slot.Release()
+	op.End()
 	switch {
 	case ctx.Err() != nil:
 		// The client completed it, or went away: nothing more is sent.

@@ -59,13 +59,18 @@ type Limits struct {
 	// MaxInFlightComplexity bounds the complexity of the operations running
 	// at once; one that does not fit waits for room until its deadline.
 	MaxInFlightComplexity int
-	RequestTimeout        time.Duration // a query's or mutation's deadline, passed down to every CQL statement
+	// MaxInFlightResponseBytes bounds the bytes of the answers being built
+	// and written at once (at least MaxResponseBytes): a page waits for
+	// room until its deadline, an answer past its reads is refused.
+	MaxInFlightResponseBytes int64
+	RequestTimeout           time.Duration // a query's or mutation's deadline, passed down to every CQL statement
 	// CallerCostRate and CallerCostBurst are each caller's budget of
 	// complexity points on this gateway, a second and at once (rate 0: no
 	// budget); a caller's API key or JWT may name its own.
 	CallerCostRate, CallerCostBurst float64
-	// CallerInFlightShare is the share of MaxInFlight and of
-	// MaxInFlightComplexity one caller's operations may hold (0 or 1: all).
+	// CallerInFlightShare is the share of MaxInFlight, of
+	// MaxInFlightComplexity and of MaxInFlightResponseBytes one caller's
+	// operations may hold (0 or 1: all).
 	CallerInFlightShare float64
 	QueryCacheBytes     int // parsed documents kept, in estimated bytes
 	APQCacheBytes       int // automatic persisted queries kept, in bytes
@@ -79,7 +84,7 @@ var DefaultLimits = Limits{
 	MaxListLimit: 1000, MaxEntities: 100, MaxCount: 100_000, MaxScanFactor: 10, MaxValues: 1000, MaxBatchLists: 1000,
 	MaxDepth: 10, MaxComplexity: 100_000,
 	MaxTokens: 20_000, MaxFields: 1000, MaxBodyBytes: 1 << 20, MaxResponseBytes: 32 << 20,
-	MaxInFlight: 256, MaxInFlightComplexity: 300_000, RequestTimeout: 10 * time.Second, QueryCacheBytes: 64 << 20, APQCacheBytes: 16 << 20,
+	MaxInFlight: 256, MaxInFlightComplexity: 300_000, MaxInFlightResponseBytes: 256 << 20, RequestTimeout: 10 * time.Second, QueryCacheBytes: 64 << 20, APQCacheBytes: 16 << 20,
 	CallerCostRate: 500_000, CallerCostBurst: 1_000_000, CallerInFlightShare: 0.5,
 }
 
@@ -163,7 +168,15 @@ func New(cfg Config) (*Handler, error) {
 		loaderTracer = tracer // a span per batch: its keys are formatted only then
 	}
 	subs := cfg.Subscriptions.withDefaults()
-	svc, err := lists.New(lists.Config{
+	share := cfg.Limits.CallerInFlightShare
+	if share <= 0 || share > 1 {
+		share = 1
+	}
+	answers, err := newAnswers(cfg.Limits, share, meter)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := lists.New(lists.Config{Answers: answers,
 		Tracer: loaderTracer,
 		Store:  cfg.Store, Catalog: cfg.Catalog, Loader: cfg.Loader, Now: cfg.Now, Meter: meter, OnPanic: onPanic, Log: cfg.Log,
 		Watch: watch.Config{MaxLists: subs.MaxLists, MaxCatchUp: cfg.Limits.MaxCount,
@@ -180,10 +193,6 @@ func New(cfg Config) (*Handler, error) {
 	socks, err := newSockets(subs, meter)
 	if err != nil {
 		return nil, err
-	}
-	share := cfg.Limits.CallerInFlightShare
-	if share <= 0 || share > 1 {
-		share = 1
 	}
 	budget, err := guards.NewBudget(int64(max(cfg.Limits.MaxInFlightComplexity, cfg.Limits.MaxComplexity)), share, meter)
 	if err != nil {
@@ -238,8 +247,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// end ends an operation over HTTP: a panic that reached it is answered
-// INTERNAL, what it holds is given back, and it is logged and counted.
+// end ends an operation over HTTP once its answer is written: a panic that
+// reached it is answered INTERNAL, what it holds is given back, and it is
+// logged and counted.
 func (h *Handler) end(ctx context.Context, w http.ResponseWriter, r *http.Request, op *operation.Operation) {
 	if p := recover(); p != nil {
 		w.WriteHeader(http.StatusInternalServerError)
@@ -249,6 +259,7 @@ func (h *Handler) end(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		op.Canceled()
 	}
 	op.End()
+	lists.Answered(ctx) // written, or never will be
 	h.observer.done(ctx, op)
 }
 
@@ -320,7 +331,13 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 		return http.StatusBadRequest, fmt.Errorf("%w: subscriptions are served over WebSockets (graphql-transport-ws) on this endpoint, not over HTTP", errkind.Malformed)
 	}
 	responses, ctx := h.exec.DispatchOperation(ctx, rc)
-	writeResult(w, ctx, responses(ctx), h.exec, op, h.callers)
+	resp := responses(ctx)
+	// The answer is made: a client that reads it slowly, or not at all,
+	// holds its bytes of answers until the write ends (Handler.end), but
+	// no slot of --max-in-flight and no complexity.
+	slot.Release()
+	op.End()
+	writeResult(w, ctx, resp, h.exec, op, h.callers)
 	return 0, nil
 }
 
@@ -483,7 +500,7 @@ func (e extensions) install(s setup) {
 	s.Use(guards.OneStream())
 	s.Use(guards.Complexity(e.cfg.Limits.MaxComplexity, e.budget, e.callers, e.lists))
 	s.Use(costExtension{e.callers})
-	s.Use(responseBound{e.lists})
+	s.Use(responseBound{e.lists, e.callers})
 	s.Use(guards.CheckMutationsFirst())
 	s.Use(operationTracing{e.tracer})
 	if e.spans {

@@ -236,6 +236,9 @@ func responseContentType(r *http.Request) string {
 	return graphQLResponseJSON
 }
 
+// largeAnswer is the data past which an answer is written without a copy.
+const largeAnswer = 64 << 10
+
 // writeResponse writes what json.Marshal(resp) would, without parsing the
 // data again: encoding/json validates a json.RawMessage and refuses one
 // nested past 10,000 levels, and one stored value must not make a whole
@@ -249,14 +252,21 @@ func writeResponse(w io.Writer, resp *graphql.Response) {
 	}
 	simple := len(resp.Errors) == 0 && resp.Label == "" && resp.Path == nil && resp.HasNext == nil && len(resp.Extensions) == 0
 	if simple && !htmlEscaped(data) {
+		if rw, ok := w.(http.ResponseWriter); ok {
+			rw.Header()["Content-Length"] = []string{strconv.Itoa(len(data) + len(`{"data":}`))}
+		}
+		if len(data) > largeAnswer {
+			// Written as it is: a copy would hold the answer twice while
+			// its client reads it.
+			w.Write([]byte(`{"data":`))
+			w.Write(data)
+			w.Write([]byte{'}'})
+			return
+		}
 		// One buffer and a Content-Length: net/http then sends the reply
 		// in one write, not in chunks of its 4 KiB buffer.
 		out := make([]byte, 0, len(data)+len(`{"data":}`))
-		out = append(append(append(out, `{"data":`...), data...), '}')
-		if rw, ok := w.(http.ResponseWriter); ok {
-			rw.Header()["Content-Length"] = []string{strconv.Itoa(len(out))}
-		}
-		w.Write(out)
+		w.Write(append(append(append(out, `{"data":`...), data...), '}'))
 		return
 	}
 	out := []byte{'{'}

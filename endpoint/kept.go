@@ -41,7 +41,7 @@ func (s *sockets) keep(ctx context.Context, caller string, n int64) (*pool.Hold,
 	case errors.Is(err, pool.ErrShare):
 		s.refused.Add(ctx, 1, refusedOperationShare)
 		s.h.callers.Shared(ctx, caller)
-		return nil, fmt.Errorf("%w: this caller's subscriptions would keep more than %d bytes of their operations, its share (--caller-subscription-operation-bytes-share of --subscription-operation-bytes), with this one's %d: end one, or subscribe with a smaller operation", errkind.Throttled, s.kept.Share(), n)
+		return nil, fmt.Errorf("%w: this caller's subscriptions would keep more than their share of the bytes of their operations (%d, --caller-subscription-operation-bytes-share of --subscription-operation-bytes; less while other callers keep the rest), with this one's %d: end one, or subscribe with a smaller operation", errkind.Throttled, s.kept.Share(), n)
 	}
 	return hold, err
 }

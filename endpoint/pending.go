@@ -57,7 +57,7 @@ func (s *sockets) takePending(ctx context.Context, client string) (*pendingSocke
 		case errors.Is(err, pool.ErrShare):
 			s.h.callers.Shared(ctx, "addr:"+client)
 			return nil, http.StatusTooManyRequests, refusedPendingAddr,
-				fmt.Errorf("%w: %d WebSockets from this address have not sent their connection_init (--max-pending-websockets-per-address); retry", errkind.Throttled, s.pending.Share())
+				fmt.Errorf("%w: this address holds its share of the WebSockets that have not sent their connection_init (%d, --max-pending-websockets-per-address; less while other addresses hold the rest); retry", errkind.Throttled, s.pending.Share())
 		}
 		if !s.shedOldest(ctx, client) {
 			return nil, http.StatusServiceUnavailable, refusedPending,

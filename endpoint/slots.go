@@ -14,9 +14,11 @@ import (
 // The slots of --max-in-flight are a pool (package pool): one slot for
 // each operation served over HTTP, and one for each subscribe message's
 // operation while it is admitted (a subscription gives it back once it is
-// parsed, a query or a mutation once it is answered). No caller holds more
-// than its share (--caller-max-in-flight-share), so that one caller never
-// holds them all.
+// parsed, a query or a mutation once its answer is made, before it is
+// written). No caller holds more than its share
+// (--caller-max-in-flight-share), and callers past their floor leave the
+// pool's headroom to the others (pool.Parts), so that neither one caller
+// nor a few hold them all.
 
 // newSlots returns the n slots of --max-in-flight, of which one caller
 // holds at most share; the operations waiting for one, or for their
@@ -44,7 +46,7 @@ func (h *Handler) admit(ctx context.Context, caller string) (*pool.Hold, error) 
 		return nil, fmt.Errorf("%w: the gateway is serving its limit of %d requests (--max-in-flight); retry", errkind.Refused, h.inFlight.Size())
 	case errors.Is(err, pool.ErrShare):
 		h.callers.Shared(ctx, caller)
-		return nil, fmt.Errorf("%w: this caller has %d requests in flight, its share of the %d this gateway serves at once (--caller-max-in-flight-share of --max-in-flight); retry in 1 s, or once they answer", errkind.Throttled, h.inFlight.Share(), h.inFlight.Size())
+		return nil, fmt.Errorf("%w: this caller has its share of the %d requests this gateway serves at once in flight (--caller-max-in-flight-share of --max-in-flight: %d, less while other callers hold the rest); retry in 1 s, or once they answer", errkind.Throttled, h.inFlight.Size(), h.inFlight.Share())
 	}
 	return slot, nil
 }
@@ -69,6 +71,6 @@ func (h *Handler) admitWaiting(ctx context.Context, caller string) (*pool.Hold, 
 		return nil, fmt.Errorf("%w: the gateway served its limit of %d requests (--max-in-flight) until this operation's deadline (--request-timeout); retry", errkind.Refused, h.inFlight.Size())
 	default:
 		h.callers.Shared(ctx, caller)
-		return nil, fmt.Errorf("%w: this caller had %d requests in flight, its share of the %d this gateway serves at once (--caller-max-in-flight-share of --max-in-flight), until this operation's deadline (--request-timeout); retry", errkind.Throttled, h.inFlight.Share(), h.inFlight.Size())
+		return nil, fmt.Errorf("%w: this caller had its share of the %d requests this gateway serves at once in flight (--caller-max-in-flight-share of --max-in-flight: %d, less while other callers hold the rest) until this operation's deadline (--request-timeout); retry", errkind.Throttled, h.inFlight.Size(), h.inFlight.Share())
 	}
 }

@@ -321,7 +321,7 @@ func (s *sockets) refusal(ctx context.Context, caller string, err error) (status
 	case errors.Is(err, pool.ErrShare):
 		s.h.callers.Shared(ctx, caller)
 		return http.StatusTooManyRequests, refusedSocketsShare,
-			fmt.Errorf("%w: this caller holds %d WebSockets, its share (--caller-max-websockets-share of --max-websockets); retry", errkind.Throttled, s.open.Share())
+			fmt.Errorf("%w: this caller holds its share of WebSockets (--caller-max-websockets-share of --max-websockets, less while others hold the rest); retry", errkind.Throttled)
 	}
 	return 0, nil, nil
 }

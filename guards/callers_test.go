@@ -64,7 +64,8 @@ func TestCallerBudgets(t *testing.T) {
 }
 
 // One caller holding its share of the in-flight budget is refused more at
-// once; another caller still fits, and waits only for room in all.
+// once; another caller still fits, and waits only for room in all, or,
+// past its floor, for room past the floors (pool.Parts: 76 of 100 here).
 func TestBudgetShares(t *testing.T) {
 	b, err := NewBudget(100, 0.5, metricnoop.NewMeterProvider().Meter(""))
 	if err != nil {
@@ -77,7 +78,7 @@ func TestBudgetShares(t *testing.T) {
 	if err := b.acquire(ctx, "a", 20); err != errShare {
 		t.Fatalf("past a's share: %v", err)
 	}
-	if err := b.acquire(ctx, "b", 50); err != nil {
+	if err := b.acquire(ctx, "b", 26); err != nil {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
@@ -85,14 +86,36 @@ func TestBudgetShares(t *testing.T) {
 	if err := b.acquire(short, "c", 20); err != context.DeadlineExceeded {
 		t.Fatalf("waiting for room: %v", err)
 	}
+	if err := b.acquire(ctx, "c", 3); err != nil {
+		t.Fatalf("c within its floor: %v", err)
+	}
+	b.release("c", 3)
 	b.release("a", 40)
 	if err := b.acquire(ctx, "a", 50); err != nil {
 		t.Fatalf("a caller holding nothing fits its share again: %v", err)
 	}
 	b.release("a", 50)
-	b.release("b", 50)
-	if b.used != 0 || len(b.byCaller) != 0 {
-		t.Fatalf("after every release: used %d, by caller %v", b.used, b.byCaller)
+	b.release("b", 26)
+	if b.used != 0 || b.past != 0 || len(b.byCaller) != 0 {
+		t.Fatalf("after every release: used %d, past %d, by caller %v", b.used, b.past, b.byCaller)
+	}
+}
+
+// Three callers each holding all they may of the in-flight budget leave a
+// fourth its floor: it runs at once.
+func TestBudgetNewCallerRuns(t *testing.T) {
+	b, err := NewBudget(300_000, 0.5, metricnoop.NewMeterProvider().Meter(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, cancel := context.WithCancel(context.Background())
+	cancel() // an operation that would wait fails at once: only one that fits runs
+	for _, caller := range []string{"a", "b", "c"} {
+		for b.acquire(full, caller, 1001) == nil {
+		}
+	}
+	if err := b.acquire(full, "d", 1001); err != nil {
+		t.Fatalf("a fourth caller (%d of 300,000 held): %v", b.used, err)
 	}
 }
 

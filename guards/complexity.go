@@ -109,7 +109,7 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 		c.callers.Refund(caller, op.Principal, q)
 		return gqlerror.WrapPath(nil, errkind.DeadlinePassed)
 	}
-	op.OnEnd(func() { c.inFlight.release(caller, cost) }) // once the response is written
+	op.OnEnd(func() { c.inFlight.release(caller, cost) }) // once its answer is made
 	return nil
 }
 

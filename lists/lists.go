@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/pool"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/values"
 	"github.com/listgate/listgate/watch"
@@ -39,6 +40,9 @@ type Config struct {
 	// Watch configures the watching of lists for subscriptions; its
 	// Store, Meter and Log are the service's.
 	Watch watch.Config
+	// Answers are the bytes of answers being built and written, each
+	// caller's share of them (answers.go); nil: unbounded.
+	Answers *pool.Pool
 }
 
 // Service is the lists service.
@@ -50,6 +54,10 @@ type Service struct {
 	loader  *loader
 	workers *workers
 	hub     *watch.Hub
+	// answers are the bytes of answers being built and written (nil:
+	// unbounded); itemSizes what an item of a feature's page is reserved.
+	answers   *pool.Pool
+	itemSizes *itemSizes
 
 	log        *slog.Logger
 	skipped    metric.Int64Counter // stored values not of their feature's type
@@ -67,7 +75,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Meter == nil {
 		cfg.Meter = noop.NewMeterProvider().Meter("")
 	}
-	s := &Service{store: cfg.Store, catalog: cfg.Catalog, limits: cfg.Limits, now: cfg.Now, log: cfg.Log}
+	s := &Service{store: cfg.Store, catalog: cfg.Catalog, limits: cfg.Limits, now: cfg.Now, log: cfg.Log,
+		answers: cfg.Answers, itemSizes: newItemSizes(cfg.Store.Limits().MaxValueBytes)}
 	l, err := newLoader(s, cfg.Loader, cfg.Tracer, cfg.Meter, cfg.OnPanic)
 	if err != nil {
 		return nil, err

@@ -100,7 +100,8 @@ func newLoader(s *Service, cfg LoaderConfig, tracer trace.Tracer, meter metric.M
 }
 
 // Reads is what the service keeps for one operation: its loader, made on
-// first use, and the bytes of list items and errors it has shown. An operation's
+// first use, the bytes of list items and errors it has shown, and what it
+// holds of the answers' bytes. An operation's
 // loads only ever batch with each other, so no operation's cancellation
 // reaches another's keys. The zero value is ready for use.
 type Reads struct {
@@ -113,6 +114,7 @@ type Reads struct {
 	// before it runs (SetCatchUp); nil: they are free.
 	catchUpCaller string
 	catchUpCharge watch.Charge
+	answer        answer // what it holds of the answers' bytes (answers.go)
 }
 
 // SetCatchUp says whose the catch-up pages of the subscription in ctx
@@ -206,7 +208,17 @@ func (s *Service) read(ctx context.Context, req *Reads, k readKey) (res readResu
 	case readFind:
 		res.found, err = s.store.Find(ctx, l, splitValues(k.values), k.r.MinTimestamp, s.limits.MaxCount)
 	default:
+		// What the page may hold, and as much again for the answer it is
+		// written into, is reserved before it is read; once it is, what
+		// it holds is kept, until the answer is built (Settle).
+		reserved := 2 * int64(k.r.Limit) * s.itemSizes.of(k.feature)
+		if err := s.reserve(ctx, req, reserved); err != nil {
+			return res, err
+		}
 		res.page, err = s.store.Items(ctx, l, k.r)
+		if settled := s.settle(req, reserved, 2*s.itemSizes.learn(k.feature, res.page.Items)); err == nil {
+			err = settled
+		}
 	}
 	return res, err
 }

@@ -159,8 +159,10 @@ func (op *Operation) Produce() {
 	}
 }
 
-// OnEnd has f run when the operation ends (what it holds is given back),
-// or at once if it has ended.
+// OnEnd has f run when the operation ends (what it holds to run is given
+// back), or at once if it has ended. A query or mutation ends once its
+// answer is made, before it is written: a client that reads it slowly
+// holds none of that meanwhile.
 func (op *Operation) OnEnd(f func()) {
 	op.mu.Lock()
 	if !op.ended {

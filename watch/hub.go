@@ -96,7 +96,7 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.CatchUpShare > 0 && cfg.CatchUpShare < 1 {
 		share = max(int64(cfg.CatchUpShare*float64(cfg.CatchUpBytes)), need)
 	}
-	h := &Hub{cfg: cfg, catchUp: pool.New(cfg.CatchUpBytes, share), pageNeed: need, lists: map[listName]*list{},
+	h := &Hub{cfg: cfg, catchUp: pool.NewFloor(cfg.CatchUpBytes, share, need), pageNeed: need, lists: map[listName]*list{},
 		stop: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if err := h.instrument(cfg.Meter); err != nil {
 		return nil, err
