@@ -147,12 +147,18 @@ func (r responseBound) bound(op *operation.Operation, resp *graphql.Response) *g
 }
 
 // hold has the operation hold, of the bytes of answers, what its answer
-// writes until it is written; an answer that found no room in its
-// caller's share, or in the pool, by its deadline is answered with that
-// error alone.
+// writes until it is written, and charges its caller what it writes past
+// its cost (guards.Callers.ChargeAnswer); an answer that found no room in
+// its caller's share, or in the pool, by its deadline is answered with
+// that error alone.
 func (r responseBound) hold(ctx context.Context, op *operation.Operation, resp *graphql.Response) *graphql.Response {
-	err := r.lists.Settle(ctx, written(resp))
+	n := written(resp)
+	err := r.lists.Settle(ctx, n)
 	if err == nil {
+		if op != nil {
+			// What it writes past its cost, its caller pays for too.
+			op.Quota = r.callers.ChargeAnswer(ctx, op.Caller, op.Principal, op.Quota, op.Cost, n)
+		}
 		return resp
 	}
 	code := classify(err)

@@ -2,9 +2,11 @@ package graph_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -226,5 +228,101 @@ func TestCostOnEveryRefusal(t *testing.T) {
 	if err != nil || m.Type != "error" || json.Unmarshal(m.Payload, &errs) != nil || len(errs) != 1 || errs[0].Extensions.Code != "THROTTLED" ||
 		errs[0].Extensions.Cost == nil || *errs[0].Extensions.Cost != want {
 		t.Fatalf("over a WebSocket, a blocked caller: %+v %v; want THROTTLED with extensions.cost %+v", m, err, want)
+	}
+}
+
+// An answer is charged what it writes past its cost, a point a KiB: a page
+// of 10 KiB values costs about its bytes in KiB, a page of short ones its
+// items alone, on POST, GET and a WebSocket alike. A caller whose answer
+// cost more than its bucket held is in debt, and waits it out.
+func TestAnswersCostTheirBytes(t *testing.T) {
+	authn, err := auth.New(auth.Config{APIKeys: []string{
+		keyLine("admin", "a", "lists:read,lists:write,features:admin"),
+		keyLine("reader", "r", "lists:read") + " cost=10/100000",
+		keyLine("tiny", "t", "lists:read") + " cost=1/100",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Now()} // still: what a caller has left moves by what it spends
+	g, srv := subscriptionGateway(t, embeddedStore(t), func(c *endpoint.Config) {
+		c.Auth = authn
+		c.Now = clk.now
+	})
+	g.token = "a"
+	g.createFeature("f", "STRING", 3600)
+	large, short := make([]item, 20), make([]item, 20)
+	for i := range large {
+		large[i] = item{fmt.Sprint(i, strings.Repeat("x", 10<<10)), ""}
+		short[i] = item{fmt.Sprint(i), ""}
+	}
+	g.add("large", "f", large...)
+	g.add("short", "f", short...)
+	read := func(entityID string) string {
+		return `{ listItems(entityType: "` + g.entityType + `", entityId: "` + entityID + `", feature: "f", limit: 20) { items { value } } }`
+	}
+	type cost struct{ Requested, Remaining int64 }
+	costOf := func(what string, body []byte) cost {
+		t.Helper()
+		var resp struct {
+			Errors     json.RawMessage
+			Extensions struct{ Cost *cost }
+		}
+		if err := json.Unmarshal(body, &resp); err != nil || resp.Errors != nil || resp.Extensions.Cost == nil {
+			t.Fatalf("%s: %.300s", what, body)
+		}
+		return *resp.Extensions.Cost
+	}
+	asked := map[string]any{"cost": true}
+	shortCost := costOf("short values", g.post("r", map[string]any{"query": read("short"), "extensions": asked}).Body.Bytes())
+	if shortCost.Requested > 50 {
+		t.Fatalf("20 short values cost %d points: more than their items", shortCost.Requested)
+	}
+	remaining := shortCost.Remaining
+	bytesCost := func(c cost) bool { return c.Requested >= 200 && c.Requested <= 210 } // 20 × 10 KiB and their keys
+	c1 := costOf("large values by POST", g.post("r", map[string]any{"query": read("large"), "extensions": asked}).Body.Bytes())
+	if !bytesCost(c1) || c1.Remaining != remaining-c1.Requested {
+		t.Fatalf("20 values of 10 KiB by POST: %+v, %d left before", c1, remaining)
+	}
+	req := httptest.NewRequest(http.MethodGet, "http://localhost/graphql?query="+url.QueryEscape(read("large"))+"&extensions="+url.QueryEscape(`{"cost":true}`), nil)
+	req.Header.Set("Authorization", "Bearer r")
+	get := httptest.NewRecorder()
+	g.h.ServeHTTP(get, req)
+	if c := costOf("large values by GET", get.Body.Bytes()); c != (cost{c1.Requested, c1.Remaining - c1.Requested}) {
+		t.Fatalf("by GET: %+v, by POST %+v", c, c1)
+	}
+	ws, _, err := dial(t, srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.conn.SetReadLimit(1 << 20)
+	if m, err := ws.init("r"); err != nil || m.Type != "connection_ack" {
+		t.Fatalf("init: %+v %v", m, err)
+	}
+	payload, _ := json.Marshal(map[string]any{"query": read("large"), "extensions": asked})
+	ws.send(wsMessage{ID: "1", Type: "subscribe", Payload: payload})
+	if m, err := ws.next(); err != nil || m.Type != "next" {
+		t.Fatalf("over a WebSocket: %+v %v", m, err)
+	} else if c := costOf("large values over a WebSocket", m.Payload); c != (cost{c1.Requested, c1.Remaining - 2*c1.Requested}) {
+		t.Fatalf("over a WebSocket: %+v, by POST %+v", c, c1)
+	}
+
+	// tiny's 100 points pay for the read's items, not for its 200 KiB: it
+	// is then 100 in debt (at most one burst), and its next read waits for
+	// the debt, at a point a second, then for what it costs.
+	if w := g.post("t", map[string]any{"query": read("large")}); w.Code != http.StatusOK || strings.Contains(w.Body.String(), "errors") {
+		t.Fatalf("tiny's first read: %d %.300s", w.Code, w.Body)
+	}
+	w := g.post("t", map[string]any{"query": read("short")})
+	if retry, _ := strconv.Atoi(w.Header().Get("Retry-After")); w.Code != http.StatusTooManyRequests || retry != 100 || !strings.Contains(w.Body.String(), "owes 100 points") {
+		t.Fatalf("tiny after an answer past its budget: %d, Retry-After %q: %s", w.Code, w.Header().Get("Retry-After"), w.Body)
+	}
+	clk.add(100 * time.Second)
+	if w := g.post("t", map[string]any{"query": read("short")}); w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "costs") {
+		t.Fatalf("tiny with its debt paid and nothing left: %d %s", w.Code, w.Body)
+	}
+	clk.add(time.Duration(shortCost.Requested) * time.Second)
+	if w := g.post("t", map[string]any{"query": read("short")}); w.Code != http.StatusOK {
+		t.Fatalf("tiny once its debt is paid: %d %s", w.Code, w.Body)
 	}
 }

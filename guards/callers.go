@@ -45,6 +45,9 @@ type bucket struct {
 	want float64
 }
 
+// left is the points the bucket holds: none while it is in debt.
+func (b *bucket) left() int64 { return max(int64(b.tokens), 0) }
+
 // NewCallers returns the budgets of rate points a second, burst at once;
 // rate 0 charges no one.
 func NewCallers(rate, burst float64, now func() time.Time, meter metric.Meter) (*Callers, error) {
@@ -92,7 +95,7 @@ func (c *Callers) Charge(ctx context.Context, caller string, p *auth.Principal, 
 		q.Throttled = seconds((need - b.tokens) / rate)
 		b.want = need
 	}
-	q.Remaining, q.Reset = int64(b.tokens), seconds((burst-b.tokens)/rate)
+	q.Remaining, q.Reset = b.left(), seconds((burst-b.tokens)/rate)
 	c.mu.Unlock()
 	label := metric.WithAttributeSet(attribute.NewSet(attribute.String("caller", CallerLabel(caller))))
 	if q.Throttled > 0 {
@@ -100,6 +103,32 @@ func (c *Callers) Charge(ctx context.Context, caller string, p *auth.Principal, 
 	} else {
 		c.spent.Add(ctx, cost, label)
 	}
+	return q
+}
+
+// BytesPerPoint is what an answer writes for each point of its cost before
+// what it writes is charged as well: a point a KiB past it.
+const BytesPerPoint = 1 << 10
+
+// ChargeAnswer charges an operation whose answer of n bytes is made what
+// it writes past its cost, a point a KiB: a page of large values costs
+// what it sends, not its items alone. The answer is made, so the points
+// are taken whatever the bucket holds, leaving it in debt by at most one
+// burst, which the caller's next operations wait out. It returns q, the
+// operation's quota, with them added.
+func (c *Callers) ChargeAnswer(ctx context.Context, caller string, p *auth.Principal, q operation.Quota, cost int64, n int) operation.Quota {
+	extra := (int64(n)+BytesPerPoint-1)/BytesPerPoint - cost
+	rate, burst := c.budget(p)
+	if extra <= 0 || rate <= 0 || q.Off() || q.Throttled > 0 {
+		return q
+	}
+	c.mu.Lock()
+	b := c.fill(caller, rate, burst)
+	b.tokens = max(b.tokens-float64(extra), -burst)
+	q.Requested += extra
+	q.Remaining, q.Reset = b.left(), seconds((burst-b.tokens)/rate)
+	c.mu.Unlock()
+	c.spent.Add(ctx, extra, metric.WithAttributeSet(attribute.NewSet(attribute.String("caller", CallerLabel(caller)))))
 	return q
 }
 
@@ -116,8 +145,9 @@ func (c *Callers) Refund(caller string, p *auth.Principal, q operation.Quota) {
 }
 
 // Blocked refuses a caller whose last operation was refused for as long
-// as its bucket holds less than that one cost: a client retrying it
-// without waiting costs the gateway little.
+// as its bucket holds less than that one cost, and a caller in debt
+// (ChargeAnswer) until it is paid: a client retrying without waiting costs
+// the gateway little.
 func (c *Callers) Blocked(ctx context.Context, caller string, p *auth.Principal) (operation.Quota, error) {
 	rate, burst := c.budget(p)
 	if rate <= 0 {
@@ -125,9 +155,9 @@ func (c *Callers) Blocked(ctx context.Context, caller string, p *auth.Principal)
 	}
 	c.mu.Lock()
 	b := c.fill(caller, rate, burst)
-	q := operation.Quota{Requested: int64(b.want), Limit: int64(burst), Remaining: int64(b.tokens), Rate: rate,
+	q := operation.Quota{Requested: int64(b.want), Limit: int64(burst), Remaining: b.left(), Rate: rate,
 		Reset: seconds((burst - b.tokens) / rate), Window: seconds(burst / rate)}
-	blocked := b.tokens < b.want
+	blocked, debt := b.tokens < b.want, int64(math.Ceil(-b.tokens))
 	if blocked {
 		q.Throttled = seconds((b.want - b.tokens) / rate)
 	}
@@ -136,6 +166,10 @@ func (c *Callers) Blocked(ctx context.Context, caller string, p *auth.Principal)
 		return q, nil
 	}
 	c.throttled.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String("caller", CallerLabel(caller)))), reasonCost)
+	if q.Requested == 0 {
+		return q, fmt.Errorf("%w: this caller's answers wrote more than its budget held (a point a KiB past their cost): it owes %d points of its %d, refilling at %d a second: retry in %d s (--caller-cost-rate, --caller-cost-burst, or the caller's own budget)",
+			errkind.Throttled, debt, q.Limit, int64(q.Rate), q.RetrySeconds())
+	}
 	return q, fmt.Errorf("%w: this caller's last operation cost %d points, more than the %d left of its %d, refilling at %d a second: retry in %d s (--caller-cost-rate, --caller-cost-burst, or the caller's own budget)",
 		errkind.Throttled, q.Requested, q.Remaining, q.Limit, int64(q.Rate), q.RetrySeconds())
 }
@@ -149,7 +183,7 @@ func (c *Callers) Peek(caller string, p *auth.Principal) operation.Quota {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.fill(caller, rate, burst)
-	return operation.Quota{Limit: int64(burst), Remaining: int64(b.tokens), Reset: seconds((burst - b.tokens) / rate), Rate: rate, Window: seconds(burst / rate)}
+	return operation.Quota{Limit: int64(burst), Remaining: b.left(), Reset: seconds((burst - b.tokens) / rate), Rate: rate, Window: seconds(burst / rate)}
 }
 
 // fill brings caller's bucket up to now; c.mu is held.
