@@ -293,7 +293,7 @@ func (s *Store) settled(ctx context.Context) (int64, error) {
 	if u, _ := s.clock.Uncertainty(); s.clock.est.Load() != nil {
 		margin = u + s.clock.maxOffset/2
 	}
-	iter := s.session.Query(s.stmt.selectWriters).WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
+	iter := s.iter(s.session.Query(s.stmt.selectWriters).WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true))
 	now := ticks(s.clock.Now())
 	end := now - int64(margin/100)
 	var (

@@ -1,0 +1,101 @@
+package cql
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+)
+
+// fixedPlan is a host selection policy whose plan is always its hosts, in
+// order.
+type fixedPlan struct {
+	gocql.HostSelectionPolicy
+	hosts []*gocql.HostInfo
+}
+
+type pickedHost struct{ h *gocql.HostInfo }
+
+func (p pickedHost) Info() *gocql.HostInfo { return p.h }
+func (p pickedHost) Token() gocql.Token    { return nil }
+func (p pickedHost) Mark(error)            {}
+
+func (p fixedPlan) Pick(gocql.ExecutableQuery) gocql.NextHost {
+	i := 0
+	return func() gocql.SelectedHost {
+		if i >= len(p.hosts) {
+			return nil
+		}
+		i++
+		return pickedHost{p.hosts[i-1]}
+	}
+}
+
+func testHosts(n int) []*gocql.HostInfo {
+	var hosts []*gocql.HostInfo
+	for i := range n {
+		h := gocql.HostInfoBuilder{HostId: fmt.Sprintf("00000000-0000-0000-0000-00000000000%d", i+1)}.Build()
+		hosts = append(hosts, &h)
+	}
+	return hosts
+}
+
+// plan is the order of the hosts (by index) slowHosts picks.
+func plan(s *slowHosts, hosts []*gocql.HostInfo) []int {
+	var out []int
+	next := s.Pick(nil)
+	for h := next(); h != nil; h = next() {
+		for i, x := range hosts {
+			if x == h.Info() {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
+}
+
+// A host whose attempt was overtaken after the delay, or timed out, goes
+// to the back of every plan, until it answers within the delay or
+// avoidHostFor passes; a caller's own cancellation, an overtaken attempt
+// shorter than the delay, and a slow answer move nothing.
+func TestSlowHostsGoToTheBack(t *testing.T) {
+	hosts := testHosts(3)
+	clock := &fakeNanos{t: 1}
+	delay := 10 * time.Millisecond
+	s := newSlowHosts(fixedPlan{hosts: hosts}, clock.now, func() time.Duration { return delay })
+	ctx := context.Background()
+	canceled := fmt.Errorf("attempt: %w", context.Canceled)
+	check := func(what string, want ...int) {
+		t.Helper()
+		if got := plan(s, hosts); !equalInts(got, want) {
+			t.Errorf("%s: plan %v, want %v", what, got, want)
+		}
+	}
+	check("at first", 0, 1, 2)
+
+	s.observe(ctx, hosts[0], 3*delay, nil)
+	check("after a slow answer", 0, 1, 2)
+	s.observe(ctx, hosts[0], delay/2, canceled)
+	check("after an attempt overtaken within the delay", 0, 1, 2)
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	s.observe(gone, hosts[0], 3*delay, canceled)
+	check("after its caller went away", 0, 1, 2)
+
+	s.observe(ctx, hosts[0], delay+time.Millisecond, canceled)
+	check("after an attempt overtaken past the delay", 1, 2, 0)
+	s.observe(ctx, hosts[1], 2*time.Second, fmt.Errorf("attempt: %w", gocql.ErrTimeoutNoResponse))
+	check("after a timeout too", 2, 0, 1)
+	if n := s.avoiding(); n != 2 {
+		t.Errorf("avoiding %d hosts, want 2", n)
+	}
+	s.observe(ctx, hosts[0], delay/2, nil)
+	check("once the first answered within the delay", 0, 2, 1)
+	clock.t += int64(avoidHostFor)
+	check("avoidHostFor later", 0, 1, 2)
+	if n := s.avoiding(); n != 0 {
+		t.Errorf("avoiding %d hosts, want none", n)
+	}
+}

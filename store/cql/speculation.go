@@ -1,0 +1,322 @@
+package cql
+
+import (
+	"context"
+	"math/bits"
+	"sync/atomic"
+	"time"
+
+	"github.com/gocql/gocql"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Speculative reads. A read whose first host has not answered within a
+// delay is sent to the next host of its plan as well, and the first
+// answer wins: gocql's speculative execution, which runs only for
+// statements marked idempotent, as every read is. The delay is a high
+// quantile of this gateway's recent reads, so that a healthy cluster sees
+// about one read in a hundred sent twice, and a node that stops answering
+// (a GC pause, a frozen VM, a slow link) holds a read up by that delay,
+// not by its pause. The reads sent twice are bounded by a budget (a share
+// of reads) and counted.
+//
+// Only the first page of a read is speculated: a read of one page is what
+// the request path makes, and so each speculative execution is charged to
+// the read that made it. The clock's samples (clock.go) are addressed to
+// one host and never speculated; nor are writes (see docs/reliability.md).
+
+// SpeculationConfig says how reads are speculated.
+type SpeculationConfig struct {
+	// Enabled sends a read that its first host has not answered within
+	// the delay to a second host as well.
+	Enabled bool
+	// Delay, above 0, is the delay of every read; 0: the speculativeQuantile
+	// of this gateway's recent reads, within [minSpeculativeDelay,
+	// maxSpeculativeDelay].
+	Delay time.Duration
+	// Budget bounds the reads sent twice to this share of reads, give or
+	// take speculativeBurst and the reads in flight; above 0, at most 1.
+	Budget float64
+}
+
+// DefaultSpeculation speculates reads after the 99th percentile of recent
+// reads, at most one read in ten.
+var DefaultSpeculation = SpeculationConfig{Enabled: true, Budget: 0.1}
+
+const (
+	// speculativeQuantile is the share of recent reads that answer
+	// within the measured delay.
+	speculativeQuantile = 0.99
+	// The measured delay is kept within these: below the minimum a
+	// timer's wake-up is most of it; past the maximum a frozen node would
+	// still hold a read up longer than anyone waits for a page.
+	minSpeculativeDelay = time.Millisecond
+	maxSpeculativeDelay = 250 * time.Millisecond
+	// minLatencySamples are needed before the measure counts; until then
+	// the delay is the maximum, and with fewer later the one before.
+	minLatencySamples = 100
+	// latencyWindow is how long a window of samples gathers; the measure
+	// reads the current one and the one before.
+	latencyWindow = 10 * time.Second
+	// speculativeBurst is how many speculative executions the budget
+	// holds at most, in whole reads.
+	speculativeBurst = 10
+	// milli is one read in the budget's units.
+	milli = 1000
+)
+
+// speculation decides which reads are speculated and after how long, and
+// counts them. Every field is an atomic or set once by newSpeculation: it
+// is called from gocql's goroutines and the observer's.
+type speculation struct {
+	cfg     SpeculationConfig
+	mono    func() int64 // ns, for time elapsed only
+	lat     latencies
+	delay   atomic.Int64 // ns: the delay of reads begun now
+	tokens  atomic.Int64 // the budget, in thousandths of a read; negative: spent ahead
+	perRead int64        // thousandths of a read each read adds to the budget
+
+	executions metric.Int64Counter // reads sent to a second host
+	refused    metric.Int64Counter // reads not speculated because the budget was spent
+}
+
+// newSpeculation makes the speculation of cfg, its metrics on meter.
+func newSpeculation(cfg SpeculationConfig, meter metric.Meter, mono func() int64) (*speculation, error) {
+	p := &speculation{cfg: cfg, mono: mono, perRead: int64(cfg.Budget * milli)}
+	p.lat.init(mono())
+	p.tokens.Store(speculativeBurst * milli)
+	p.delay.Store(int64(maxSpeculativeDelay))
+	p.refresh()
+	var err error
+	if p.executions, err = meter.Int64Counter("listgate.cql.speculative_executions",
+		metric.WithDescription("Reads sent to a second host because the first had not answered within the speculative delay (--cql-speculative-reads): the extra reads speculation costs.")); err != nil {
+		return nil, err
+	}
+	if p.refused, err = meter.Int64Counter("listgate.cql.speculative_refused",
+		metric.WithDescription("Reads not speculated because speculative executions had spent their budget (--cql-speculative-budget).")); err != nil {
+		return nil, err
+	}
+	delay, err := meter.Float64ObservableGauge("listgate.cql.speculative_delay", metric.WithUnit("s"),
+		metric.WithDescription("How long a read waits for its first host before it is sent to a second: --cql-speculative-delay, or the 99th percentile of this gateway's recent reads."))
+	if err != nil {
+		return nil, err
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveFloat64(delay, time.Duration(p.delay.Load()).Seconds())
+		return nil
+	}, delay)
+	return p, err
+}
+
+// Delay is the delay of reads begun now.
+func (p *speculation) Delay() time.Duration { return time.Duration(p.delay.Load()) }
+
+// observe takes the latency of a read that answered.
+func (p *speculation) observe(took time.Duration) {
+	if p.lat.add(p.mono(), took) {
+		p.refresh()
+	}
+}
+
+// refresh sets the delay as configured, or from the latencies measured:
+// with too few of them, it keeps the one measured last (at first, the
+// maximum).
+func (p *speculation) refresh() {
+	d := p.cfg.Delay
+	if d <= 0 {
+		q, n := p.lat.quantile(p.mono(), speculativeQuantile)
+		if n < minLatencySamples {
+			return
+		}
+		d = min(max(q, minSpeculativeDelay), maxSpeculativeDelay)
+	}
+	p.delay.Store(int64(d))
+}
+
+// begin is the policy of one read: nil when it is not speculated (off,
+// or the budget spent). Every read adds its share to the budget.
+func (p *speculation) begin(ctx context.Context) *speculativeRead {
+	if !p.cfg.Enabled {
+		return nil
+	}
+	if !p.earn() {
+		p.refused.Add(ctx, 1)
+		return nil
+	}
+	return &speculativeRead{delay: time.Duration(p.delay.Load()), mono: p.mono}
+}
+
+// earn adds a read's share to the budget, up to the burst, and says
+// whether it holds a whole read.
+func (p *speculation) earn() bool {
+	for {
+		t := p.tokens.Load()
+		n := min(t+p.perRead, speculativeBurst*milli)
+		if n < t { // past the burst already: leave it
+			n = t
+		}
+		if p.tokens.CompareAndSwap(t, n) {
+			return n >= milli
+		}
+	}
+}
+
+// end charges a read's speculative execution, if gocql sent one, once its
+// first page has answered. Reads admitted at once may take the budget
+// below zero: later reads earn it back before any is speculated.
+func (p *speculation) end(ctx context.Context, r *speculativeRead) {
+	if r == nil || !r.launched() {
+		return
+	}
+	p.tokens.Add(-milli)
+	p.executions.Add(ctx, 1)
+}
+
+// speculativeRead is the gocql.SpeculativeExecutionPolicy of one read: one
+// more execution, after its delay, for the read's first page only. gocql
+// asks Attempts before it arms the delay's timer (Delay), then again
+// before it waits for the timer and again each time it has sent one more
+// execution; a read's later pages ask Attempts again. Its fields are
+// atomics: a later page runs on gocql's goroutine.
+type speculativeRead struct {
+	delay time.Duration
+	mono  func() int64
+	armed atomic.Int64 // mono() when gocql armed the timer; 0 before
+	asked atomic.Int32 // calls of Attempts since
+}
+
+// Attempts is one until the first page's timer is armed, and for the
+// call that waits for it; then none: the call after one more execution
+// was sent, and every later page's.
+func (r *speculativeRead) Attempts() int {
+	if r.armed.Load() == 0 || r.asked.Add(1) == 1 {
+		return 1
+	}
+	return 0
+}
+
+// Delay is the read's delay; gocql arms its timer with it.
+func (r *speculativeRead) Delay() time.Duration {
+	r.armed.CompareAndSwap(0, r.mono())
+	return r.delay
+}
+
+// launched says whether gocql sent the first page a second time: it asked
+// Attempts again after the timer fired.
+func (r *speculativeRead) launched() bool { return r.armed.Load() != 0 && r.asked.Load() >= 2 }
+
+// latencies is a histogram of recent read latencies in two windows of
+// latencyWindow, the current and the one before: counts in buckets four
+// to a power of two (each at most 19 % wide), from 16 µs to 2 s. Its
+// counts are atomics; a window is replaced whole.
+type latencies struct {
+	cur, prev atomic.Pointer[latencyCounts]
+}
+
+const (
+	latencyMinLog  = 14 // 2^14 ns, 16 µs: the first bucket holds less
+	latencyBuckets = (31-latencyMinLog)*4 + 1
+)
+
+type latencyCounts struct {
+	start   int64 // mono ns
+	total   atomic.Int64
+	buckets [latencyBuckets]atomic.Int64
+}
+
+func (l *latencies) init(now int64) {
+	l.cur.Store(&latencyCounts{start: now})
+	l.prev.Store(&latencyCounts{start: now})
+}
+
+// add counts a sample, and says whether the measure should be read again:
+// every 64 samples, and when a window begins.
+func (l *latencies) add(now int64, d time.Duration) bool {
+	c := l.cur.Load()
+	rotated := false
+	if now-c.start >= int64(latencyWindow) {
+		next := &latencyCounts{start: now}
+		if l.cur.CompareAndSwap(c, next) {
+			l.prev.Store(c)
+			rotated = true
+		}
+		c = l.cur.Load()
+	}
+	c.buckets[latencyBucket(d)].Add(1)
+	return c.total.Add(1)%64 == 0 || rotated
+}
+
+// latencyBucket is the bucket of d.
+func latencyBucket(d time.Duration) int {
+	if d < 1<<latencyMinLog {
+		return 0
+	}
+	e := bits.Len64(uint64(d)) - 1
+	i := (e-latencyMinLog)*4 + int(uint64(d)>>(e-2)&3) + 1
+	return min(i, latencyBuckets-1)
+}
+
+// latencyUpper is the upper bound of bucket i.
+func latencyUpper(i int) time.Duration {
+	if i == 0 {
+		return 1 << latencyMinLog
+	}
+	e, sub := (i-1)/4+latencyMinLog, (i-1)%4
+	return time.Duration(uint64(5+sub) << (e - 2))
+}
+
+// quantile is the upper bound of the bucket holding the q quantile of the
+// samples of the current window and the one before (none older than two
+// windows), and how many samples it read.
+func (l *latencies) quantile(now int64, q float64) (time.Duration, int64) {
+	var counts [latencyBuckets]int64
+	var n int64
+	for _, c := range []*latencyCounts{l.cur.Load(), l.prev.Load()} {
+		if now-c.start >= 2*int64(latencyWindow) {
+			continue
+		}
+		for i := range counts {
+			v := c.buckets[i].Load()
+			counts[i] += v
+			n += v
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	rank := int64(float64(n) * q)
+	var seen int64
+	for i, v := range counts {
+		seen += v
+		if seen > rank {
+			return latencyUpper(i), n
+		}
+	}
+	return latencyUpper(latencyBuckets - 1), n
+}
+
+// iter runs a read's first page, sent to a second host as well when the
+// first has not answered within the delay and the budget allows.
+func (s *Store) iter(q *gocql.Query) *gocql.Iter {
+	ctx := q.Context()
+	r := s.spec.begin(ctx)
+	if r == nil {
+		return q.Iter()
+	}
+	iter := q.Idempotent(true).SetSpeculativeExecutionPolicy(r).Iter()
+	s.spec.end(ctx, r)
+	return iter
+}
+
+// scan is Query.Scan through iter: the first row into dest, and
+// gocql.ErrNotFound when there is none.
+func (s *Store) scan(q *gocql.Query, dest ...any) error {
+	iter := s.iter(q)
+	if !iter.Scan(dest...) {
+		if err := iter.Close(); err != nil {
+			return err
+		}
+		return gocql.ErrNotFound
+	}
+	return iter.Close()
+}
