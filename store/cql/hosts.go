@@ -40,25 +40,83 @@ type slowHosts struct {
 	delay func() time.Duration // in time: within the speculative delay
 
 	latest atomic.Int64 // no host is avoided from this mono() on (a hint: never earlier than any)
+	up     atomic.Int32 // hosts of the ring up, as the session last said
 
-	mu    sync.Mutex
-	until map[string]int64 // host ID → when it stops being avoided, mono() ns
+	mu      sync.Mutex
+	until   map[string]int64           // host ID → when it stops being avoided, mono() ns
+	members map[string]*gocql.HostInfo // the ring's hosts, by host ID
 }
 
 func newSlowHosts(p gocql.HostSelectionPolicy, mono func() int64, delay func() time.Duration) *slowHosts {
-	return &slowHosts{HostSelectionPolicy: p, mono: mono, delay: delay, until: map[string]int64{}}
+	return &slowHosts{HostSelectionPolicy: p, mono: mono, delay: delay, until: map[string]int64{}, members: map[string]*gocql.HostInfo{}}
 }
+
+// The session tells the policy of the ring's hosts; slowHosts counts
+// those up. gocql sends a speculative execution to the next host of its
+// plan, and with none left it fails at once, and its error is the read's
+// answer: a read is speculated only while another host is up (Up).
 
 // AddHosts adds hosts at once, as the token-aware policy does when the
 // session starts.
 func (h *slowHosts) AddHosts(hosts []*gocql.HostInfo) {
 	if p, ok := h.HostSelectionPolicy.(interface{ AddHosts([]*gocql.HostInfo) }); ok {
 		p.AddHosts(hosts)
-		return
+	} else {
+		for _, host := range hosts {
+			h.HostSelectionPolicy.AddHost(host)
+		}
 	}
-	for _, host := range hosts {
-		h.HostSelectionPolicy.AddHost(host)
+	h.recount(hosts, nil)
+}
+
+func (h *slowHosts) AddHost(host *gocql.HostInfo) {
+	h.HostSelectionPolicy.AddHost(host)
+	h.recount([]*gocql.HostInfo{host}, nil)
+}
+
+func (h *slowHosts) RemoveHost(host *gocql.HostInfo) {
+	h.HostSelectionPolicy.RemoveHost(host)
+	h.recount(nil, host)
+}
+
+func (h *slowHosts) HostUp(host *gocql.HostInfo) {
+	h.HostSelectionPolicy.HostUp(host)
+	h.recount(nil, nil)
+}
+
+func (h *slowHosts) HostDown(host *gocql.HostInfo) {
+	h.HostSelectionPolicy.HostDown(host)
+	h.recount(nil, nil)
+}
+
+// recount adds hosts to the ring's, removes gone, and counts those up.
+func (h *slowHosts) recount(added []*gocql.HostInfo, gone *gocql.HostInfo) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, host := range added {
+		h.members[hostKey(host)] = host
 	}
+	if gone != nil {
+		delete(h.members, hostKey(gone))
+	}
+	n := 0
+	for _, host := range h.members {
+		if host.IsUp() {
+			n++
+		}
+	}
+	h.up.Store(int32(n))
+}
+
+// Up is how many of the ring's hosts are up.
+func (h *slowHosts) Up() int { return int(h.up.Load()) }
+
+// hostKey names a host: its host ID, or its address before it has one.
+func hostKey(host *gocql.HostInfo) string {
+	if id := host.HostID(); id != "" {
+		return id
+	}
+	return host.ConnectAddress().String()
 }
 
 // Pick is the wrapped policy's plan, with the hosts avoided now moved to
@@ -96,7 +154,7 @@ func (h *slowHosts) avoided(host *gocql.HostInfo, now int64) bool {
 	if host == nil {
 		return false
 	}
-	id := host.HostID()
+	id := hostKey(host)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.until[id] > now
@@ -123,7 +181,7 @@ func (h *slowHosts) observe(ctx context.Context, host *gocql.HostInfo, took time
 
 // avoid moves host to the back of the plans for avoidHostFor.
 func (h *slowHosts) avoid(host *gocql.HostInfo) {
-	id := host.HostID()
+	id := hostKey(host)
 	until := h.mono() + int64(avoidHostFor)
 	h.mu.Lock()
 	h.until[id] = until
@@ -136,7 +194,7 @@ func (h *slowHosts) answered(host *gocql.HostInfo) {
 	if h.mono() >= h.latest.Load() {
 		return // none is avoided: the common case, without a lock
 	}
-	id := host.HostID()
+	id := hostKey(host)
 	h.mu.Lock()
 	delete(h.until, id)
 	h.mu.Unlock()

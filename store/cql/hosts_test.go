@@ -22,6 +22,9 @@ func (p pickedHost) Info() *gocql.HostInfo { return p.h }
 func (p pickedHost) Token() gocql.Token    { return nil }
 func (p pickedHost) Mark(error)            {}
 
+func (fixedPlan) AddHost(*gocql.HostInfo)    {}
+func (fixedPlan) RemoveHost(*gocql.HostInfo) {}
+
 func (p fixedPlan) Pick(gocql.ExecutableQuery) gocql.NextHost {
 	i := 0
 	return func() gocql.SelectedHost {
@@ -97,5 +100,24 @@ func TestSlowHostsGoToTheBack(t *testing.T) {
 	check("avoidHostFor later", 0, 1, 2)
 	if n := s.avoiding(); n != 0 {
 		t.Errorf("avoiding %d hosts, want none", n)
+	}
+}
+
+// A read is speculated only while a second host is up: gocql's speculative
+// execution with no host left fails at once, and that is the read's answer.
+func TestSpeculationNeedsASecondHost(t *testing.T) {
+	hosts := testHosts(2)
+	s := newSlowHosts(fixedPlan{hosts: hosts}, (&fakeNanos{t: 1}).now, func() time.Duration { return time.Millisecond })
+	s.AddHosts(hosts)
+	if s.Up() != 2 {
+		t.Fatalf("%d hosts up, want 2", s.Up())
+	}
+	s.RemoveHost(hosts[1])
+	if s.Up() != 1 {
+		t.Fatalf("%d hosts up, want 1", s.Up())
+	}
+	p, _ := newTestSpeculation(t, DefaultSpeculation)
+	if r := p.begin(context.Background(), s.Up()); r != nil {
+		t.Error("a read was speculated with one host up")
 	}
 }

@@ -134,9 +134,10 @@ func (p *speculation) refresh() {
 }
 
 // begin is the policy of one read: nil when it is not speculated (off,
-// or the budget spent). Every read adds its share to the budget.
-func (p *speculation) begin(ctx context.Context) *speculativeRead {
-	if !p.cfg.Enabled {
+// no second host up, or the budget spent). Every read adds its share to
+// the budget.
+func (p *speculation) begin(ctx context.Context, hostsUp int) *speculativeRead {
+	if !p.cfg.Enabled || hostsUp < 2 {
 		return nil
 	}
 	if !p.earn() {
@@ -299,7 +300,7 @@ func (l *latencies) quantile(now int64, q float64) (time.Duration, int64) {
 // first has not answered within the delay and the budget allows.
 func (s *Store) iter(q *gocql.Query) *gocql.Iter {
 	ctx := q.Context()
-	r := s.spec.begin(ctx)
+	r := s.spec.begin(ctx, s.slow.Up())
 	if r == nil {
 		return q.Iter()
 	}

@@ -115,7 +115,7 @@ func TestLatencyBuckets(t *testing.T) {
 // each asking Attempts once more.
 func run(p *speculation, slow bool, pages int) (r *speculativeRead, sent bool, attempts []int) {
 	ctx := context.Background()
-	r = p.begin(ctx)
+	r = p.begin(ctx, 3)
 	if r == nil {
 		return nil, false, nil
 	}
@@ -154,7 +154,7 @@ func TestSpeculativeReadIsChargedOnlyWhenSent(t *testing.T) {
 	}
 
 	off, _ := newTestSpeculation(t, SpeculationConfig{Enabled: false, Budget: 0.1})
-	if r := off.begin(context.Background()); r != nil {
+	if r := off.begin(context.Background(), 3); r != nil {
 		t.Error("speculation off: a read got a policy")
 	}
 }
@@ -194,7 +194,7 @@ func TestSpeculativeBudgetBoundsTheExtraReads(t *testing.T) {
 	p, _ := newTestSpeculation(t, DefaultSpeculation)
 	var inFlight []*speculativeRead
 	for range 50 {
-		inFlight = append(inFlight, p.begin(context.Background()))
+		inFlight = append(inFlight, p.begin(context.Background(), 3))
 	}
 	for _, r := range inFlight {
 		r.Attempts()
