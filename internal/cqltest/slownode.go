@@ -2,6 +2,7 @@ package cqltest
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,17 +53,43 @@ func StartSlowNodeCluster(t testing.TB) []*Node {
 	return nodes
 }
 
-// awaitPeers waits until n lists as many peers.
-func awaitPeers(t testing.TB, n *Node, want int) {
-	t.Helper()
-	c := gocql.NewCluster(n.Host())
+// session connects to n alone.
+func (n *Node) session() *gocql.Session {
+	n.t.Helper()
+	host, port, _ := net.SplitHostPort(n.Host())
+	c := gocql.NewCluster(host)
+	c.Port, _ = strconv.Atoi(port)
 	c.HostFilter = gocql.WhiteListHostFilter(n.Addr)
 	c.Consistency = gocql.One
 	c.Timeout, c.ConnectTimeout = 10*time.Second, 10*time.Second // nodes on a busy 2-core machine
 	s, err := c.CreateSession()
 	if err != nil {
-		t.Fatalf("connecting to %s: %v", n.Host(), err)
+		n.t.Fatalf("connecting to %s: %v", n.Host(), err)
 	}
+	return s
+}
+
+// AwaitCQL waits until the node answers a query, for a minute at most.
+func (n *Node) AwaitCQL() {
+	n.t.Helper()
+	s := n.session()
+	defer s.Close()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		var v string
+		err := s.Query(`SELECT release_version FROM system.local`).Scan(&v)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("%s does not answer after a minute: %v", n.Addr, err)
+		}
+	}
+}
+
+// awaitPeers waits until n lists as many peers.
+func awaitPeers(t testing.TB, n *Node, want int) {
+	t.Helper()
+	s := n.session()
 	defer s.Close()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		it := s.Query(`SELECT peer FROM system.peers`).Iter()
