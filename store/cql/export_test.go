@@ -86,5 +86,8 @@ func (s *Store) RecordAt(l store.List, at time.Time, value string) (stmt string,
 		[]string{key}, [][]byte{[]byte(value)}, len(key) + len(value) + store.ItemOverhead, int(s.cfg.Feed.Retention / time.Second)}
 }
 
+// SpeculativeDelay is how long a read begun now waits for its first host.
+func (s *Store) SpeculativeDelay() time.Duration { return s.spec.Delay() }
+
 // SetHeadsPerRead bounds the heads one read of the feed holds.
 func (s *Store) SetHeadsPerRead(n int) { s.headsPerRead = n }

@@ -95,8 +95,8 @@ func TestFrozenNodeHoldsNoReadUp(t *testing.T) {
 			slowest := slices.Max(took)
 			slices.Sort(took)
 			sent := counter(t, metrics, "listgate.cql.speculative_executions")
-			t.Logf("%d reads while %s was frozen for %v: p50 %v, p99 %v, slowest %v; %d sent twice",
-				len(took), frozen.Addr, freeze, took[len(took)/2], took[len(took)*99/100], slowest, sent)
+			t.Logf("%d reads while %s was frozen for %v: p50 %v, p99 %v, slowest %v; %d sent twice, after %v",
+				len(took), frozen.Addr, freeze, took[len(took)/2], took[len(took)*99/100], slowest, sent, s.SpeculativeDelay())
 			if speculative {
 				if slowest >= freeze*3/8 {
 					t.Errorf("with speculative reads the slowest read took %v, want well under a second (the freeze is %v)", slowest, freeze)

@@ -23,7 +23,8 @@ import (
 // Only the first page of a read is speculated: a read of one page is what
 // the request path makes, and so each speculative execution is charged to
 // the read that made it. The clock's samples (clock.go) are addressed to
-// one host and never speculated; nor are writes (see docs/reliability.md).
+// one host and never speculated; nor are writes but the change feed's
+// lease renewal (lease.go), which readers wait on (docs/reliability.md).
 
 // SpeculationConfig says how reads are speculated.
 type SpeculationConfig struct {
@@ -307,6 +308,18 @@ func (s *Store) iter(q *gocql.Query) *gocql.Iter {
 	iter := q.Idempotent(true).SetSpeculativeExecutionPolicy(r).Iter()
 	s.spec.end(ctx, r)
 	return iter
+}
+
+// execSpeculated runs an idempotent write as iter runs a read.
+func (s *Store) execSpeculated(q *gocql.Query) error {
+	ctx := q.Context()
+	r := s.spec.begin(ctx, s.slow.Up())
+	if r == nil {
+		return q.Exec()
+	}
+	err := q.Idempotent(true).SetSpeculativeExecutionPolicy(r).Exec()
+	s.spec.end(ctx, r)
+	return err
 }
 
 // scan is Query.Scan through iter: the first row into dest, and
