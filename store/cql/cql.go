@@ -215,7 +215,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	cluster.NumConns = cfg.NumConns
 	cluster.Consistency = cfg.ReadConsistency
 	cluster.SerialConsistency = cfg.SerialConsistency
-	cluster.RetryPolicy = &gocql.ExponentialBackoffRetryPolicy{NumRetries: cfg.Retries, Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}
+	cluster.RetryPolicy = retryNextHost{&gocql.ExponentialBackoffRetryPolicy{NumRetries: cfg.Retries, Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}}
 	// Keep reconnecting to a node that went away, so the store recovers
 	// without a restart when it comes back.
 	cluster.ReconnectInterval = time.Second

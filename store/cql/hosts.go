@@ -3,6 +3,7 @@ package cql
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,6 +123,9 @@ func hostKey(host *gocql.HostInfo) string {
 // Pick is the wrapped policy's plan, with the hosts avoided now moved to
 // its end, in their order.
 func (h *slowHosts) Pick(q gocql.ExecutableQuery) gocql.NextHost {
+	if q != nil {
+		q = routed{q}
+	}
 	next := h.HostSelectionPolicy.Pick(q)
 	now := h.mono()
 	if now >= h.latest.Load() {
@@ -227,3 +231,44 @@ func observeSlowHosts(meter metric.Meter, h *slowHosts) error {
 	}, avoided)
 	return err
 }
+
+// routed is a statement as the token-aware policy should see it: a
+// lightweight transaction only if it is one. On Cassandra, gocql v1.19.0
+// marks every prepared statement as one (its LWT flag is ScyllaDB's
+// protocol extension, a mask of 0 elsewhere, and flags&0 == 0), and the
+// policy then keeps a partition's replicas in ring order, so that a
+// partition's reads all go to its first replica, frozen or not.
+type routed struct{ gocql.ExecutableQuery }
+
+func (r routed) IsLWT() bool {
+	if !r.ExecutableQuery.IsLWT() {
+		return false
+	}
+	switch q := r.ExecutableQuery.(type) {
+	case *gocql.Query:
+		return q.GetConsistency().IsSerial() || conditional(q.Statement())
+	case *gocql.Batch:
+		for _, e := range q.Entries {
+			if conditional(e.Stmt) {
+				return true
+			}
+		}
+		return q.GetConsistency().IsSerial()
+	}
+	return true
+}
+
+// conditional says whether a statement of this store is a lightweight
+// transaction: its conditions are written " IF ".
+func conditional(stmt string) bool { return strings.Contains(stmt, " IF ") }
+
+// retryNextHost is a retry policy without gocql's LWTRetryPolicy methods,
+// which retry a lightweight transaction on the host that failed it: with
+// every statement marked one (routed), a read whose node froze was
+// retried on it, again and again, for as long as it was frozen. A
+// lightweight transaction that may have run is not idempotent, and not
+// retried either way.
+type retryNextHost struct{ p gocql.RetryPolicy }
+
+func (r retryNextHost) Attempt(q gocql.RetryableQuery) bool    { return r.p.Attempt(q) }
+func (r retryNextHost) GetRetryType(err error) gocql.RetryType { return r.p.GetRetryType(err) }

@@ -20,8 +20,12 @@ import (
 // read answers well within a second (the first whose first node is the
 // frozen one after the speculative delay, the rest from the other nodes);
 // without, a read whose first node is the frozen one waits for it to
-// thaw. The bounds are the freeze's halves, which no load on the machine
-// can cross: a read that waits for the node cannot end before it thaws.
+// thaw, or, with a --cql-timeout shorter than the freeze, is retried on
+// another node once it times out (it was retried on the frozen node, as
+// gocql retries a lightweight transaction, which it took every statement
+// on Cassandra for). The bounds are the freeze's halves, which no load on
+// the machine can cross: a read that waits for the node cannot end before
+// it thaws.
 func TestFrozenNodeHoldsNoReadUp(t *testing.T) {
 	const freeze = 4 * time.Second
 	nodes := cqltest.StartSlowNodeCluster(t)
@@ -59,10 +63,15 @@ func TestFrozenNodeHoldsNoReadUp(t *testing.T) {
 	}
 
 	frozen := nodes[2]
-	for _, speculative := range []bool{true, false} {
-		t.Run(fmt.Sprintf("speculative=%v", speculative), func(t *testing.T) {
+	for _, tc := range []struct {
+		speculative bool
+		timeout     time.Duration
+	}{{true, base.Timeout}, {false, base.Timeout}, {false, time.Second}} {
+		speculative := tc.speculative
+		t.Run(fmt.Sprintf("speculative=%v,timeout=%v", speculative, tc.timeout), func(t *testing.T) {
 			cfg := base
 			cfg.Speculation.Enabled = speculative
+			cfg.Timeout = tc.timeout
 			metrics := sdkmetric.NewManualReader()
 			cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(metrics))
 			s := cqltest.Open(t, cfg)
@@ -97,14 +106,19 @@ func TestFrozenNodeHoldsNoReadUp(t *testing.T) {
 			sent := counter(t, metrics, "listgate.cql.speculative_executions")
 			t.Logf("%d reads while %s was frozen for %v: p50 %v, p99 %v, slowest %v; %d sent twice, after %v",
 				len(took), frozen.Addr, freeze, took[len(took)/2], took[len(took)*99/100], slowest, sent, s.SpeculativeDelay())
-			if speculative {
+			switch {
+			case speculative:
 				if slowest >= freeze*3/8 {
 					t.Errorf("with speculative reads the slowest read took %v, want well under a second (the freeze is %v)", slowest, freeze)
 				}
 				if sent == 0 {
 					t.Error("no read was sent twice while a node was frozen")
 				}
-			} else if slowest < freeze/2 {
+			case tc.timeout < freeze/2:
+				if slowest >= freeze/2 {
+					t.Errorf("without speculative reads, with --cql-timeout %v, the slowest read took %v: it was not retried on another node", tc.timeout, slowest)
+				}
+			case slowest < freeze/2:
 				t.Errorf("without speculative reads the slowest read took %v: none waited for the frozen node", slowest)
 			}
 		})
