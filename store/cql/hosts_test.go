@@ -121,3 +121,20 @@ func TestSpeculationNeedsASecondHost(t *testing.T) {
 		t.Error("a read was speculated with one host up")
 	}
 }
+
+// The retry policy sends a failed attempt to the next host: it is no
+// LWTRetryPolicy, whose lightweight transactions (every statement, as gocql
+// v1.19.0 marks them on Cassandra) are retried on the host that failed
+// them.
+func TestRetriesGoToTheNextHost(t *testing.T) {
+	var p gocql.RetryPolicy = retryNextHost{&gocql.ExponentialBackoffRetryPolicy{NumRetries: 2}}
+	if _, ok := p.(gocql.LWTRetryPolicy); ok {
+		t.Fatal("the retry policy retries lightweight transactions on their host")
+	}
+	if got := p.GetRetryType(gocql.ErrTimeoutNoResponse); got != gocql.RetryNextHost {
+		t.Errorf("a timed out attempt is retried by %v, want on the next host", got)
+	}
+	if !conditional("UPDATE ks.list_features SET deleted_at = ? WHERE entity_type = ? IF deleted_at = null") || conditional("SELECT item_key FROM ks.list_items WHERE feature_key = ?") {
+		t.Error("conditional tells lightweight transactions apart wrongly")
+	}
+}
