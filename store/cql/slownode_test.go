@@ -25,7 +25,7 @@ import (
 // gocql retries a lightweight transaction, which it took every statement
 // on Cassandra for). The bounds are the freeze's halves, which no load on
 // the machine can cross: a read that waits for the node cannot end before
-// it thaws.
+// it thaws, and one retried on it fails or waits for it.
 func TestFrozenNodeHoldsNoReadUp(t *testing.T) {
 	const freeze = 4 * time.Second
 	nodes := cqltest.StartSlowNodeCluster(t)
@@ -115,7 +115,9 @@ func TestFrozenNodeHoldsNoReadUp(t *testing.T) {
 					t.Error("no read was sent twice while a node was frozen")
 				}
 			case tc.timeout < freeze/2:
-				if slowest >= freeze/2 {
+				// Retried on the frozen node, a read failed after its
+				// three attempts' timeouts, or waited for the thaw.
+				if slowest >= freeze*3/4 {
 					t.Errorf("without speculative reads, with --cql-timeout %v, the slowest read took %v: it was not retried on another node", tc.timeout, slowest)
 				}
 			case slowest < freeze/2:
