@@ -34,7 +34,8 @@ const avoidHostFor = 10 * time.Second
 
 // slowHosts is a host selection policy that moves the hosts that lately
 // did not answer in time to the back of the plans of the policy it wraps.
-// It is a leaf: its methods take its lock alone and call nothing back.
+// It calls the wrapped policy without its lock held; under it, nothing but
+// a HostInfo's own accessors.
 type slowHosts struct {
 	gocql.HostSelectionPolicy
 	mono  func() int64         // ns, for time elapsed only
