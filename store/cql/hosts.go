@@ -245,16 +245,19 @@ func (r routed) IsLWT() bool {
 	if !r.ExecutableQuery.IsLWT() {
 		return false
 	}
+	if r.GetConsistency().IsSerial() {
+		return true
+	}
 	switch q := r.ExecutableQuery.(type) {
-	case *gocql.Query:
-		return q.GetConsistency().IsSerial() || conditional(q.Statement())
+	case interface{ Statement() string }: // a *gocql.Query
+		return conditional(q.Statement())
 	case *gocql.Batch:
 		for _, e := range q.Entries {
 			if conditional(e.Stmt) {
 				return true
 			}
 		}
-		return q.GetConsistency().IsSerial()
+		return false
 	}
 	return true
 }

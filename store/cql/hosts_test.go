@@ -138,3 +138,38 @@ func TestRetriesGoToTheNextHost(t *testing.T) {
 		t.Error("conditional tells lightweight transactions apart wrongly")
 	}
 }
+
+// A statement is a lightweight transaction to the token-aware policy only
+// if it has a condition or a serial consistency, whatever gocql's mark.
+func TestOnlyConditionsAreLightweightTransactions(t *testing.T) {
+	for _, tc := range []struct {
+		stmt string
+		cl   gocql.Consistency
+		want bool
+	}{
+		{"SELECT item_key FROM ks.list_items WHERE feature_key = ? AND entity_id = ?", gocql.LocalQuorum, false},
+		{"INSERT INTO ks.list_features (entity_type, name, version) VALUES (?, ?, ?) IF NOT EXISTS", gocql.LocalQuorum, true},
+		{"UPDATE ks.list_features SET deleted_at = ? WHERE entity_type = ? IF deleted_at = null", gocql.LocalQuorum, true},
+		{"SELECT live FROM ks.list_features WHERE entity_type = ?", gocql.LocalSerial, true},
+	} {
+		if got := (routed{markedLWT{stmt: tc.stmt, cl: tc.cl}}).IsLWT(); got != tc.want {
+			t.Errorf("%s at %v: IsLWT %v, want %v", tc.stmt, tc.cl, got, tc.want)
+		}
+	}
+	var s gocql.Session
+	if _, ok := gocql.ExecutableQuery(s.Query("SELECT 1")).(interface{ Statement() string }); !ok {
+		t.Error("a *gocql.Query has no Statement method")
+	}
+}
+
+// markedLWT is a statement gocql marked a lightweight transaction, as it
+// marks every one on Cassandra.
+type markedLWT struct {
+	gocql.ExecutableQuery
+	stmt string
+	cl   gocql.Consistency
+}
+
+func (q markedLWT) IsLWT() bool                       { return true }
+func (q markedLWT) Statement() string                 { return q.stmt }
+func (q markedLWT) GetConsistency() gocql.Consistency { return q.cl }
