@@ -86,5 +86,13 @@ func (s *Store) RecordAt(l store.List, at time.Time, value string) (stmt string,
 		[]string{key}, [][]byte{[]byte(value)}, len(key) + len(value) + store.ItemOverhead, int(s.cfg.Feed.Retention / time.Second)}
 }
 
+// SetHostsUp sets how many hosts the store counts up: 2 on one node
+// makes every read take gocql's speculative path, for benchmarks (with a
+// delay no read reaches: a second execution would find no host).
+func (s *Store) SetHostsUp(n int) { s.slow.up.Store(int32(n)) }
+
+// SpeculativeDelay is how long a read begun now waits for its first host.
+func (s *Store) SpeculativeDelay() time.Duration { return s.spec.Delay() }
+
 // SetHeadsPerRead bounds the heads one read of the feed holds.
 func (s *Store) SetHeadsPerRead(n int) { s.headsPerRead = n }

@@ -226,8 +226,8 @@ func (s *Store) recordItems(ctx context.Context, rec string, t int64) (int, erro
 	copy(id[8:], rec[13:])
 	for shard := range s.cfg.Feed.Shards {
 		var keys []string
-		err := s.session.Query(s.stmt.selectChangeKeys, bucketOf(timeOf(t)), shard, id).WithContext(ctx).
-			Consistency(s.cfg.ReadConsistency).Idempotent(true).Scan(&keys)
+		err := s.scan(s.session.Query(s.stmt.selectChangeKeys, bucketOf(timeOf(t)), shard, id).WithContext(ctx).
+			Consistency(s.cfg.ReadConsistency).Idempotent(true), &keys)
 		switch {
 		case err == nil:
 			return len(keys), nil
@@ -300,8 +300,8 @@ func (s *Store) heads(ctx context.Context, shards []int, after store.Position, f
 	covered := to
 	for b := bucketOf(timeOf(from)); b <= bucketOf(timeOf(to)); b++ {
 		for _, shard := range shards {
-			iter := s.session.Query(s.stmt.selectChangeHeads, b, shard, uuidAt(from-1), uuidAt(covered+1), limit).
-				WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(limit).Iter()
+			iter := s.iter(s.session.Query(s.stmt.selectChangeHeads, b, shard, uuidAt(from-1), uuidAt(covered+1), limit).
+				WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(limit))
 			h := head{bucket: b, shard: shard}
 			var createdAt time.Time
 			n := 0
@@ -472,8 +472,8 @@ func (s *Store) fetch(ctx context.Context, hs []head) ([]store.Change, error) {
 
 // fetchPart reads records of one partition by id.
 func (s *Store) fetchPart(ctx context.Context, bucket int64, shard int, ids []gocql.UUID) ([]store.Change, error) {
-	iter := s.session.Query(s.stmt.selectChanges, bucket, shard, ids).
-		WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
+	iter := s.iter(s.session.Query(s.stmt.selectChanges, bucket, shard, ids).
+		WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true))
 	var out []store.Change
 	var id gocql.UUID
 	var c store.Change

@@ -229,7 +229,7 @@ var featureColumns = []string{"max_items INT", "items_since BIGINT", "live BOOLE
 
 // missingFeatureColumns lists those list_features lacks.
 func (s *Store) missingFeatureColumns(ctx context.Context) ([]string, error) {
-	iter := s.session.Query(s.stmt.schemaColumns, s.cfg.Keyspace).WithContext(ctx).Consistency(gocql.One).Idempotent(true).Iter()
+	iter := s.iter(s.session.Query(s.stmt.schemaColumns, s.cfg.Keyspace).WithContext(ctx).Consistency(gocql.One).Idempotent(true))
 	have := map[string]bool{}
 	var name string
 	for iter.Scan(&name) {
@@ -249,7 +249,7 @@ func (s *Store) missingFeatureColumns(ctx context.Context) ([]string, error) {
 
 // Ready reports whether the cluster answers and the schema is in place.
 func (s *Store) Ready(ctx context.Context) error {
-	iter := s.session.Query(s.stmt.schemaTables, s.cfg.Keyspace).WithContext(ctx).Consistency(gocql.One).Idempotent(true).Iter()
+	iter := s.iter(s.session.Query(s.stmt.schemaTables, s.cfg.Keyspace).WithContext(ctx).Consistency(gocql.One).Idempotent(true))
 	tables := map[string]bool{}
 	var name string
 	for iter.Scan(&name) {
