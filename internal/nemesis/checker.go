@@ -298,10 +298,25 @@ func (c *checker) checkSubscriptions() {
 			}
 		}
 		for k, n := range got {
-			if n > 1 {
-				c.res.Duplicated += n - 1
-				c.res.problem("duplicated", "subscription %s to %s received %s %d times", s.ID, s.List, k, n)
+			if n <= 1 {
+				continue
 			}
+			c.res.Duplicated += n - 1
+			var at []string
+			for _, d := range deliveries {
+				if d.Item.key() == k {
+					through := "still open"
+					if d.Session < len(sessions) {
+						through = fmt.Sprintf("through %s, after %q, ended %s %s", sessions[d.Session].Gateway, sessions[d.Session].After, sessions[d.Session].Code, sessions[d.Session].End)
+					}
+					at = append(at, fmt.Sprintf("%s in subscription %d (%s) at position %q", d.At.Format("15:04:05.000"), d.Session, through, d.Pos))
+				}
+			}
+			what := "no add"
+			if a := c.byKey[k]; a != nil {
+				what = fmt.Sprintf("add %d of %d items through %s, %s-%s, acknowledged %v (%s)", a.ID, len(a.Items), a.Gateway, a.Began.Format("15:04:05.000"), a.Ended.Format("15:04:05.000"), a.Acked, a.Code)
+			}
+			c.res.problem("duplicated", "subscription %s to %s received %s (%s) %d times: %s", s.ID, s.List, k, what, n, strings.Join(at, "; "))
 		}
 		for _, sess := range sessions {
 			if sess.Code == "POSITION_EXPIRED" {

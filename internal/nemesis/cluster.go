@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,8 @@ type Node struct {
 	Name  string
 	node  cqlnode.Node
 	clock string // its clock offset file
+	logs  string // its system.log of every start, kept here (scripts/cassandra starts each anew)
+	dir   string // its files (scripts/cassandra's node_dir)
 	net   *Network
 
 	mu     sync.Mutex
@@ -65,7 +68,9 @@ func startCluster(root, dir string, heap string, log io.Writer) (*Cluster, error
 		seeds = append(seeds, net.JoinHostPort(proxyAddr(i), strconv.Itoa(storagePort)))
 	}
 	for i := range 3 {
-		n := &Node{Name: nodeName(i), clock: filepath.Join(dir, nodeName(i)+".clock"), net: c.Net}
+		n := &Node{Name: nodeName(i), clock: filepath.Join(dir, nodeName(i)+".clock"), net: c.Net,
+			logs: filepath.Join(dir, nodeName(i)+".system.log"),
+			dir:  filepath.Join(dir, "cassandra", fmt.Sprintf("%s-%d", nodeAddr(i), cqlPort))}
 		n.node = cqlnode.Node{Addr: nodeAddr(i), Program: cqlnode.Script(root), Env: []string{
 			"LISTGATE_RUN=" + dir,
 			"CASSANDRA_CLUSTER=" + clusterName,
@@ -127,6 +132,7 @@ func (c *Cluster) Hosts() []string {
 
 // Start starts the node (again) and returns once CQL answers.
 func (n *Node) Start() error {
+	n.keepLog()
 	if err := n.node.Start(); err != nil {
 		return err
 	}
@@ -191,10 +197,26 @@ func (n *Node) Stop(keep bool) error {
 	}
 	n.mu.Unlock()
 	err := n.Kill()
+	n.keepLog()
 	if !keep {
 		err = errors.Join(err, n.node.Reset())
 	}
 	return err
+}
+
+// keepLog appends the node's system.log, of its last start, to n.logs.
+func (n *Node) keepLog() {
+	b, err := os.ReadFile(filepath.Join(n.dir, "logs", "system.log"))
+	if err != nil {
+		return
+	}
+	f, err := os.OpenFile(n.logs, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "--- %s system.log until %s\n", n.Name, time.Now().Format(time.RFC3339Nano))
+	f.Write(b)
 }
 
 // Close stops every node and the network.
@@ -222,16 +244,24 @@ type Gateway struct {
 }
 
 // migrate runs `listgate migrate` against the cluster: the keyspace with
-// replication factor 3 and the tables.
+// replication factor 3 and the tables. A fresh cluster on a loaded
+// machine may not agree on the schema in time: it is tried three times.
 func migrate(bin string, hosts []string, log io.Writer) error {
-	cmd := exec.Command(bin, "migrate")
-	cmd.Env = append(gatewaytest.CleanEnv(), "LISTGATE_CQL_HOSTS="+strings.Join(hosts, ","), "LISTGATE_CQL_KEYSPACE="+keyspace,
-		"LISTGATE_CQL_REPLICATION={'class': 'SimpleStrategy', 'replication_factor': 3}", "LISTGATE_CQL_TIMEOUT=10s")
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("listgate migrate: %w", err)
+	var err error
+	for range 3 {
+		cmd := exec.Command(bin, "migrate")
+		cmd.Env = append(gatewaytest.CleanEnv(), "LISTGATE_CQL_HOSTS="+strings.Join(hosts, ","), "LISTGATE_CQL_KEYSPACE="+keyspace,
+			"LISTGATE_CQL_REPLICATION={'class': 'SimpleStrategy', 'replication_factor': 3}", "LISTGATE_CQL_TIMEOUT=10s")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(log, &out), io.MultiWriter(log, &out)
+		if err = cmd.Run(); err == nil {
+			return nil
+		}
+		err = fmt.Errorf("listgate migrate: %w: %s", err, bytes.TrimSpace(out.Bytes()))
+		fmt.Fprintln(log, err)
+		time.Sleep(5 * time.Second)
 	}
-	return nil
+	return err
 }
 
 // newGateway prepares a gateway; Start starts it.

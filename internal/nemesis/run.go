@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -145,12 +146,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	m := &nemesis{cluster: cluster, gateways: gateways, work: work}
 	start := time.Now()
 	var events []event
+	quiet := start
 	for _, f := range faults {
-		if !sleep(ctx, time.Until(start.Add(f.At))) {
+		due := start.Add(f.At)
+		if q := quiet.Add(f.Gap); q.After(due) {
+			due = q // the fault before ran late: the quiet time still comes first
+		}
+		if due.After(start.Add(cfg.Duration)) || !sleep(ctx, time.Until(due)) {
 			break
 		}
 		e := m.inject(ctx, f)
 		events = append(events, e)
+		quiet = e.End()
 		note := ""
 		if e.Note != "" {
 			note = " (" + e.Note + ")"
@@ -213,6 +220,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	c.adds, c.requests, c.reads = work.hist.snapshot()
 	c.samples = ready.snapshot()
 	res := c.check()
+	if err := writeHistory(filepath.Join(cfg.Dir, "history.jsonl"), c.adds, subs); err != nil {
+		fmt.Fprintf(out, "writing the history: %v\n", err)
+	}
 	c.report(out)
 	fmt.Fprintf(out, "%s the run took %v\n", since(), time.Since(began).Round(time.Second))
 	fmt.Fprintln(out, res.Line())
@@ -278,4 +288,26 @@ func (h *History) snapshotAdds() []*add {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]*add(nil), h.adds...)
+}
+
+// writeHistory writes every add, and every subscription with what it
+// received, one JSON object a line, to Dir/history.jsonl: what a failure
+// is read back from.
+func writeHistory(path string, adds []*add, subs []*Subscriber) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, a := range adds {
+		enc.Encode(map[string]any{"add": a})
+	}
+	for _, s := range subs {
+		started, deliveries, sessions, gaps := s.snapshot()
+		enc.Encode(map[string]any{"subscriber": s.ID, "list": s.List.String(), "started": started, "sessions": sessions, "gaps": gaps})
+		for _, d := range deliveries {
+			enc.Encode(map[string]any{"subscriber": s.ID, "delivery": d})
+		}
+	}
+	return errors.Join(err, f.Close())
 }
