@@ -443,10 +443,11 @@ func (c *checker) checkShutdown() {
 	}
 	for _, sub := range c.subs {
 		_, _, sessions, _ := sub.snapshot()
-		if len(sessions) == 0 {
-			continue
+		i := sub.underWay()
+		if i < 0 || i >= len(sessions) {
+			continue // between two subscriptions when its gateway stopped
 		}
-		if last := sessions[len(sessions)-1]; last.End != "complete" {
+		if last := sessions[i]; last.End != "complete" {
 			c.res.Shutdown++
 			c.res.problem("shutdown", "subscription %s through %s ended %q on SIGTERM, not complete", sub.ID, last.Gateway, last.End)
 		}

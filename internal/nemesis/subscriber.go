@@ -30,15 +30,14 @@ type delivery struct {
 
 // session is one subscription of a subscriber, from subscribe to its end.
 type session struct {
-	Gateway  string
-	After    string
-	Began    time.Time
-	Ended    time.Time
-	End      string // complete, error, or how the socket ended
-	Code     string // the code it ended with, if any
-	Resume   string // the position the error named, if any
-	Items    int
-	Shutdown bool // the run was ending its gateway
+	Gateway string
+	After   string
+	Began   time.Time
+	Ended   time.Time
+	End     string // complete, error, or how the socket ended
+	Code    string // the code it ended with, if any
+	Resume  string // the position the error named, if any
+	Items   int
 }
 
 // gap is a time in which adds need not be delivered: from a
@@ -61,6 +60,8 @@ type Subscriber struct {
 	sessions   []session
 	gaps       []gap
 	stopping   bool // the run ends: no more subscriptions
+	open       bool // a subscription is under way (follow runs)
+	last0      int  // at stop, the session under way, or -1: the one SIGTERM must complete
 	notify     chan struct{}
 }
 
@@ -80,6 +81,18 @@ func (s *Subscriber) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopping = true
+	s.last0 = -1
+	if s.open {
+		s.last0 = len(s.sessions)
+	}
+}
+
+// underWay is the session that was under way when the run stopped the
+// subscriber, or -1.
+func (s *Subscriber) underWay() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last0
 }
 
 // run subscribes again and again until ctx ends or stop.
@@ -103,9 +116,13 @@ func (s *Subscriber) run(ctx context.Context) {
 			continue
 		}
 		sess := session{Gateway: g.Name, After: after, Began: time.Now()}
+		s.mu.Lock()
+		s.open = true
+		s.mu.Unlock()
 		s.follow(ctx, g, &sess)
 		sess.Ended = time.Now()
 		s.mu.Lock()
+		s.open = false
 		s.sessions = append(s.sessions, sess)
 		switch {
 		case sess.Code == "POSITION_EXPIRED":
