@@ -29,7 +29,7 @@ import (
 //     (past deadline), and none failed with a code a client cannot act on
 //     (INTERNAL, or none);
 //   - /readyz ready within readyAfterHeal of every heal, and unready while
-//     the gateway was cut from a quorum (readiness);
+//     the gateway was cut from the cluster (readiness);
 //   - every gateway exited 0 within --shutdown-timeout of SIGTERM, each of
 //     its subscriptions completed (shutdown).
 
@@ -37,7 +37,7 @@ import (
 // gateway must be ready.
 const readyAfterHeal = 5 * time.Second
 
-// unreadyWithin is how soon a gateway cut from a quorum must say it is
+// unreadyWithin is how soon a gateway cut from the cluster must say it is
 // unready, and stay so until the heal.
 const unreadyWithin = 5 * time.Second
 

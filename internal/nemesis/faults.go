@@ -102,8 +102,8 @@ func (m *nemesis) inject(ctx context.Context, f Fault) event {
 		e.Healed, e.Answered = time.Now(), time.Now()
 	case IsolateGateway:
 		var nodes []string
-		for _, n := range f.Gateways {
-			nodes = append(nodes, nodeName(n))
+		for _, n := range m.cluster.Nodes {
+			nodes = append(nodes, n.Name)
 		}
 		m.cluster.Net.Cut(g.Name, nodes...)
 		sleep(ctx, f.For)

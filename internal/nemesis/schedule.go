@@ -18,7 +18,7 @@ const (
 	SlowNode       Kind = "node's links slow"    // latency, jitter and loss on every link of one node
 	SkewClock      Kind = "node's clock stepped" // stepped, then skewed back to the machine's
 	KillGateway    Kind = "gateway killed mid-add"
-	IsolateGateway Kind = "gateway cut from a quorum" // from two of the three nodes: it cannot serve
+	IsolateGateway Kind = "gateway cut from the cluster" // from every node: it cannot serve
 )
 
 // Kinds are every kind of fault, in the order tables list them.
@@ -32,7 +32,7 @@ type Fault struct {
 	Kind     Kind
 	Node     int           // the node it strikes (0-2), for the kinds of a node
 	Gateway  int           // the gateway it strikes, for the kinds of a gateway
-	Gateways []int         // PartitionNode: the gateways cut from the node too; IsolateGateway: the nodes cut from the gateway
+	Gateways []int         // PartitionNode: the gateways cut from the node too
 	For      time.Duration // how long it lasts before it heals
 	Slow     Slow          // SlowNode
 	Step     time.Duration // SkewClock: the offset the clock steps to, moved back to 0 over For
@@ -58,11 +58,7 @@ func (f Fault) String() string {
 	case KillGateway:
 		what = fmt.Sprintf("%s killed with an add in flight, started again after %v", gatewayName(f.Gateway), f.For)
 	case IsolateGateway:
-		var nodes []string
-		for _, n := range f.Gateways {
-			nodes = append(nodes, nodeName(n))
-		}
-		what = fmt.Sprintf("%s cut from %s for %v", gatewayName(f.Gateway), strings.Join(nodes, " and "), f.For)
+		what = fmt.Sprintf("%s cut from every node for %v", gatewayName(f.Gateway), f.For)
 	}
 	return fmt.Sprintf("#%d at %v: %s", f.N, f.At.Round(time.Second), what)
 }
@@ -157,13 +153,7 @@ func Schedule(seed uint64, duration time.Duration, p Profile, gateways int) []Fa
 			case KillGateway:
 				f.For = between(p.Restart)
 			case IsolateGateway:
-				f.For = between(p.Lasting)
-				spared := rng.IntN(3)
-				for n := range 3 {
-					if n != spared {
-						f.Gateways = append(f.Gateways, n)
-					}
-				}
+				f.For = between(p.Lasting) + unreadyWithin // long enough to see it unready
 			}
 			end := at + f.For + p.Costs[k]
 			if end > duration {
