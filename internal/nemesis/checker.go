@@ -28,8 +28,9 @@ import (
 //   - no request answered later than --request-timeout plus the margin
 //     (past deadline), and none failed with a code a client cannot act on
 //     (INTERNAL, or none);
-//   - /readyz ready within readyAfterHeal of every heal, and unready while
-//     the gateway was cut from the cluster (readiness);
+//   - /readyz ready while the gateway could serve (whatever one node of
+//     three does), ready within readyAfterHeal of every heal, and unready
+//     while the gateway was cut from the cluster (readiness);
 //   - every gateway exited 0 within --shutdown-timeout of SIGTERM, each of
 //     its subscriptions completed (shutdown).
 
@@ -57,7 +58,7 @@ type Result struct {
 	Stale      int // reads that missed an add acknowledged before they began
 	Phantom    int // items read or delivered that no add sent
 	OutOfOrder int // items two subscriptions of a list received in another order, or at other positions
-	Readiness  int // heals after which a gateway was not ready in time, cuts it did not report
+	Readiness  int // /readyz answers unready while the gateway could serve, heals after which it was not ready in time, cuts it did not report
 	Shutdown   int // gateways that did not end well on SIGTERM, subscriptions not completed
 	Internal   int // requests failed with INTERNAL or without a code
 	Expired    int // subscriptions ended POSITION_EXPIRED (adds in their gap not checked)
@@ -403,6 +404,30 @@ func (c *checker) samplesOf(g string, from, to time.Time) []sample {
 }
 
 func (c *checker) checkReadiness() {
+	// Ready while it could serve: every answer of a gateway not cut off
+	// nor killed (nor starting again after either) is ready, whatever
+	// one node does.
+	off := func(s sample) bool {
+		for _, e := range c.events {
+			struck := (e.Fault.Kind == IsolateGateway || e.Fault.Kind == KillGateway) && gatewayName(e.Fault.Gateway) == s.Gateway
+			if struck && !s.At.Before(e.Began) && s.At.Before(e.End().Add(readyAfterHeal)) {
+				return true
+			}
+		}
+		return false
+	}
+	unready := map[string]int{}
+	for _, s := range c.samples {
+		if s.Status != 200 && !off(s) {
+			if unready[s.Gateway] == 0 {
+				c.res.problem("readiness", "%s answered /readyz %d at %s, while it could serve", s.Gateway, s.Status, s.At.Format("15:04:05.000"))
+			}
+			unready[s.Gateway]++
+		}
+	}
+	for _, n := range unready {
+		c.res.Readiness += n
+	}
 	for _, e := range c.events {
 		h := e.End()
 		for i := range c.cfg.Gateways {
