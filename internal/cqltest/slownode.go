@@ -2,15 +2,12 @@ package cqltest
 
 import (
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/gocql/gocql"
 )
 
 // SlowNodePort is the CQL port of StartSlowNodeCluster's nodes.
@@ -39,7 +36,7 @@ func StartSlowNodeCluster(t testing.TB) []*Node {
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
-		wg.Go(func() { _, errs[i] = n.run("start") })
+		wg.Go(func() { errs[i] = n.Node.Start() })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -48,31 +45,20 @@ func StartSlowNodeCluster(t testing.TB) []*Node {
 		}
 	}
 	for _, n := range nodes {
-		awaitPeers(t, n, len(nodes)-1)
+		if err := n.AwaitPeers(len(nodes)-1, time.Minute); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return nodes
-}
-
-// session connects to n alone.
-func (n *Node) session() *gocql.Session {
-	n.t.Helper()
-	host, port, _ := net.SplitHostPort(n.Host())
-	c := gocql.NewCluster(host)
-	c.Port, _ = strconv.Atoi(port)
-	c.HostFilter = gocql.WhiteListHostFilter(n.Addr)
-	c.Consistency = gocql.One
-	c.Timeout, c.ConnectTimeout = 10*time.Second, 10*time.Second // nodes on a busy 2-core machine
-	s, err := c.CreateSession()
-	if err != nil {
-		n.t.Fatalf("connecting to %s: %v", n.Host(), err)
-	}
-	return s
 }
 
 // AwaitCQL waits until the node answers a query, for a minute at most.
 func (n *Node) AwaitCQL() {
 	n.t.Helper()
-	s := n.session()
+	s, err := n.Session()
+	if err != nil {
+		n.t.Fatal(err)
+	}
 	defer s.Close()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		var v string
@@ -82,24 +68,6 @@ func (n *Node) AwaitCQL() {
 		}
 		if time.Now().After(deadline) {
 			n.t.Fatalf("%s does not answer after a minute: %v", n.Addr, err)
-		}
-	}
-}
-
-// awaitPeers waits until n lists as many peers.
-func awaitPeers(t testing.TB, n *Node, want int) {
-	t.Helper()
-	s := n.session()
-	defer s.Close()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		it := s.Query(`SELECT peer FROM system.peers`).Iter()
-		peers := it.NumRows()
-		err := it.Close()
-		if err == nil && peers == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s lists %d peers, not %d, after a minute (%v)", n.Addr, peers, want, err)
 		}
 	}
 }

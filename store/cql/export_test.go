@@ -73,17 +73,24 @@ func (s *Store) Settled(ctx context.Context) (time.Time, error) {
 // SetAuditAfter sets how long after its read a span is counted again.
 func (s *Store) SetAuditAfter(d time.Duration) { s.audit.after = d }
 
-// RecordAt is a record of one item at the time at, as a gateway would
-// write it, with a random node.
-func (s *Store) RecordAt(l store.List, at time.Time, value string) (stmt string, args []any) {
+// RecordAt is a record of the items of values (one, usually) at the time
+// at, as a gateway would write it, with a random node.
+func (s *Store) RecordAt(l store.List, at time.Time, values ...string) (stmt string, args []any) {
 	w, err := newFeedWriter()
 	if err != nil {
 		panic(err)
 	}
 	tick := ticks(at)
-	key := keys.ItemKey(at.UnixNano(), []byte(value))
+	var ks []string
+	var vs [][]byte
+	size := 0
+	for i, v := range values {
+		key := keys.ItemKey(at.UnixNano()+int64(i), []byte(v))
+		ks, vs = append(ks, key), append(vs, []byte(v))
+		size += len(key) + len(v) + store.ItemOverhead
+	}
 	return s.stmt.insertChange, []any{bucketOf(timeOf(tick)), s.shardOf(l.ID()), w.timeUUID(tick), l.Feature.Key(), l.Feature.CreatedAt, l.EntityID,
-		[]string{key}, [][]byte{[]byte(value)}, len(key) + len(value) + store.ItemOverhead, int(s.cfg.Feed.Retention / time.Second)}
+		ks, vs, size, int(s.cfg.Feed.Retention / time.Second)}
 }
 
 // SetHostsUp sets how many hosts the store counts up: 2 on one node
