@@ -450,7 +450,7 @@ func (c *checker) checkReadiness() {
 		g := gatewayName(e.Fault.Gateway)
 		cut := c.samplesOf(g, e.Began.Add(unreadyWithin), e.Healed)
 		for _, s := range cut {
-			if s.Status == 200 {
+			if s.Status == 200 && s.At.Add(s.Took).Before(e.Healed) { // an answer after the heal may be right
 				c.res.Readiness++
 				c.res.problem("readiness", "%s answered ready %v into fault %s", g, s.At.Sub(e.Began).Round(100*time.Millisecond), e.Fault)
 				break
