@@ -37,7 +37,7 @@ type Network struct {
 	listeners []net.Listener
 	conns     sync.WaitGroup
 	accepted  atomic.Int64 // connections proxied
-	strangers atomic.Int64 // of them, those of no process the run started
+	strangers atomic.Int64 // of them, those whose owner was never found
 
 	open map[net.Conn]bool // guarded by mu; closed by Close
 }
@@ -206,9 +206,11 @@ func (n *Network) serve(c net.Conn, node, upstream string) {
 	defer c.Close()
 	from := n.owner(c)
 	n.accepted.Add(1)
-	if from.name() == "" {
-		n.strangers.Add(1)
-	}
+	defer func() {
+		if from.name() == "" {
+			n.strangers.Add(1)
+		}
+	}()
 	if !n.waitLink(from.name(), node) {
 		return
 	}
@@ -287,9 +289,9 @@ func (n *Network) pump(src, dst net.Conn, from *owner, node string) {
 }
 
 // Counts says how many connections the proxies took, and how many of
-// them no process of the run held the other end of when they came (the
-// run's own checks, or a process not yet known: its links are not cut
-// until it is).
+// those that ended no process of the run held the other end of
+// (`listgate migrate`, say): a process's connections made before the run
+// learnt its pid are found to be its within ownerRetry of that.
 func (n *Network) Counts() (accepted, strangers int64) {
 	return n.accepted.Load(), n.strangers.Load()
 }
