@@ -10,7 +10,7 @@ bench:
 	scripts/bench
 
 # Faults against a real three-node cluster and three gateways, then the
-# checks of docs/reliability.md (NEMESIS_DURATION of faults, about five
+# checks of docs/reliability.md (NEMESIS_DURATION of faults, and a few
 # minutes more to start and check); the same seed draws the same schedule.
 NEMESIS_SEED ?= 1
 NEMESIS_DURATION ?= 10m

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,7 +36,10 @@ type Network struct {
 	cancel    context.CancelFunc
 	listeners []net.Listener
 	conns     sync.WaitGroup
-	open      map[net.Conn]bool // guarded by mu; closed by Close
+	accepted  atomic.Int64 // connections proxied
+	strangers atomic.Int64 // of them, those whose owner was never found
+
+	open map[net.Conn]bool // guarded by mu; closed by Close
 }
 
 // Slow is what a slowed link does to each chunk of data passing it.
@@ -201,6 +205,12 @@ func (n *Network) serve(c net.Conn, node, upstream string) {
 	defer n.untrack(c)
 	defer c.Close()
 	from := n.owner(c)
+	n.accepted.Add(1)
+	defer func() {
+		if from.name() == "" {
+			n.strangers.Add(1)
+		}
+	}()
 	if !n.waitLink(from.name(), node) {
 		return
 	}
@@ -276,6 +286,14 @@ func (n *Network) pump(src, dst net.Conn, from *owner, node string) {
 	dst.Close()
 	for range held { // the reader ends once src is closed
 	}
+}
+
+// Counts says how many connections the proxies took, and how many of
+// those that ended no process of the run held the other end of
+// (`listgate migrate`, say): a process's connections made before the run
+// learnt its pid are found to be its within ownerRetry of that.
+func (n *Network) Counts() (accepted, strangers int64) {
+	return n.accepted.Load(), n.strangers.Load()
 }
 
 // Close closes every proxy and connection and waits for them.

@@ -224,6 +224,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		fmt.Fprintf(out, "writing the history: %v\n", err)
 	}
 	c.report(out)
+	accepted, strangers := cluster.Net.Counts()
+	fmt.Fprintf(out, "the proxies took %d connections; of those that ended, %d were of no process of the run's\n", accepted, strangers)
 	fmt.Fprintf(out, "%s the run took %v\n", since(), time.Since(began).Round(time.Second))
 	fmt.Fprintln(out, res.Line())
 	return res, nil
