@@ -88,3 +88,6 @@ func (s *Store) RecordAt(l store.List, at time.Time, value string) (stmt string,
 
 // SetHeadsPerRead bounds the heads one read of the feed holds.
 func (s *Store) SetHeadsPerRead(n int) { s.headsPerRead = n }
+
+// BucketWidth is the time a feed partition covers.
+const BucketWidth = bucketWidth

@@ -295,13 +295,20 @@ func (s *Store) span(after store.Position, end int64) (from, to int64, err error
 // ticks after from up to there it saw (what the audit counts again).
 func (s *Store) heads(ctx context.Context, shards []int, after store.Position, from, to int64) ([]head, int64, int, error) {
 	limit := max(s.headsPerRead/len(shards), headsPerShard)
+	left := make([]int, len(shards)) // what each shard may still read, over the buckets
+	for i := range left {
+		left[i] = limit
+	}
 	var out []head
 	var seen []int64 // the ticks of every record read
 	covered := to
 	for b := bucketOf(timeOf(from)); b <= bucketOf(timeOf(to)); b++ {
-		for _, shard := range shards {
-			iter := s.session.Query(s.stmt.selectChangeHeads, b, shard, uuidAt(from-1), uuidAt(covered+1), limit).
-				WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(limit).Iter()
+		for i, shard := range shards {
+			if left[i] == 0 {
+				continue // read up to its last tick but one: covered is below this bucket
+			}
+			iter := s.session.Query(s.stmt.selectChangeHeads, b, shard, uuidAt(from-1), uuidAt(covered+1), left[i]).
+				WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(left[i]).Iter()
 			h := head{bucket: b, shard: shard}
 			var createdAt time.Time
 			n := 0
@@ -317,7 +324,7 @@ func (s *Store) heads(ctx context.Context, shards []int, after store.Position, f
 			if err := iter.Close(); err != nil {
 				return nil, 0, 0, classify("reading the change feed", err)
 			}
-			if n == limit {
+			if left[i] -= n; left[i] == 0 {
 				// The last tick read may have more records: this shard is
 				// read up to the tick before (the first, at least).
 				covered = min(covered, max(seen[len(seen)-1]-1, from))

@@ -205,9 +205,10 @@ func TestLateRecordsAreCounted(t *testing.T) {
 }
 
 // A read of the feed holds a bounded number of record heads, however many
-// records its span holds, and the next read goes on from where it
-// stopped: a catch-up through 100 records of other lists in its shard
-// looks at no more than the bound a page, and finds its list's record.
+// records its span holds and however many buckets it crosses, and the
+// next read goes on from where it stopped: a catch-up through 100 records
+// of other lists in its shard, half of them in the next bucket, looks at
+// no more than the bound a page, and finds its list's record.
 func TestFeedReadsHoldBoundedHeads(t *testing.T) {
 	cfg := cqltest.Config(t)
 	cfg.Feed.Shards = 1 // every list's records in one partition
@@ -215,11 +216,18 @@ func TestFeedReadsHoldBoundedHeads(t *testing.T) {
 	s.SetHeadsPerRead(16)
 	ctx := context.Background()
 	l := liveList(t, s, "bounded")
+	// Begin 2.5 s before a bucket ends, so that the records cross it.
+	width := cql.BucketWidth
+	end := time.Now().Add(2 * time.Second).Truncate(width).Add(width)
+	<-time.After(time.Until(end.Add(-2500 * time.Millisecond)))
 	head, err := store.AwaitHead(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 100 {
+		if i == 50 {
+			<-time.After(time.Until(end.Add(100 * time.Millisecond)))
+		}
 		other := store.List{Feature: l.Feature, EntityID: fmt.Sprint("other", i)}
 		if _, err := s.AddItems(ctx, other, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte("x")}}); err != nil {
 			t.Fatal(err)
@@ -228,10 +236,10 @@ func TestFeedReadsHoldBoundedHeads(t *testing.T) {
 	if _, err := s.AddItems(ctx, l, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte("mine")}}); err != nil {
 		t.Fatal(err)
 	}
-	end := readAll(t, s, l, head, 30*time.Second)[0].After(0)
+	last := readAll(t, s, l, head, 30*time.Second)[0].After(0)
 	at, pages, looked := head, 0, 0
 	for deadline := time.Now().Add(30 * time.Second); ; pages++ {
-		changes, reached, n, err := s.ListFeed(ctx, l, at, end, 1<<20)
+		changes, reached, n, err := s.ListFeed(ctx, l, at, last, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
