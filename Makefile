@@ -1,4 +1,4 @@
-.PHONY: build image test bench cassandra-start cassandra-stop
+.PHONY: build image test bench nemesis cassandra-start cassandra-stop
 
 # Everything CI runs: a real Cassandra, go vet, and all tests with -race.
 test:
@@ -8,6 +8,15 @@ test:
 # and the embedded store; writes BENCHMARKS.md (about 9 minutes).
 bench:
 	scripts/bench
+
+# Faults against a real three-node cluster and three gateways, then the
+# checks of docs/reliability.md (NEMESIS_DURATION of faults, and a few
+# minutes more to start and check); the same seed draws the same schedule.
+NEMESIS_SEED ?= 1
+NEMESIS_DURATION ?= 10m
+
+nemesis:
+	go run ./internal/nemesis/cmd/nemesis --seed $(NEMESIS_SEED) --duration $(NEMESIS_DURATION)
 
 cassandra-start:
 	scripts/cassandra start

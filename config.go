@@ -57,6 +57,7 @@ type config struct {
 	CQLWriteConsistency gocql.Consistency
 	CQLTimeout          time.Duration
 	CQLConnections      int
+	CQLSpeculation      cql.SpeculationConfig
 	Migrate             bool
 	ClockOffset         time.Duration // for tests: how far ahead of the machine's clock this gateway's runs
 	// TrustedDocuments is the manifest path; TrustedDocumentsMode off,
@@ -173,6 +174,9 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	writeCL := fs.String("cql-write-consistency", "LOCAL_QUORUM", "consistency level of writes")
 	fs.DurationVar(&c.CQLTimeout, "cql-timeout", 2*time.Second, "timeout of one CQL statement attempt")
 	fs.IntVar(&c.CQLConnections, "cql-connections", 2, "connections per host (per shard on ScyllaDB)")
+	fs.BoolVar(&c.CQLSpeculation.Enabled, "cql-speculative-reads", cql.DefaultSpeculation.Enabled, "send a read whose first node has not answered within --cql-speculative-delay to the next node as well, the first answer winning (once, and only within --cql-speculative-budget), so that a slow or frozen node holds no read up past the delay")
+	fs.DurationVar(&c.CQLSpeculation.Delay, "cql-speculative-delay", 0, "how long a read waits for its first node before it is sent to the next (0: the 99th percentile of this gateway's recent reads, from 1ms to 250ms)")
+	fs.Float64Var(&c.CQLSpeculation.Budget, "cql-speculative-budget", cql.DefaultSpeculation.Budget, "the share of reads that may be sent to a second node, above 0 and at most 1 (give or take a burst of 10 and the reads in flight)")
 	fs.DurationVar(&c.ClockOffset, "test-clock-offset", 0, "for tests only: run this gateway's clock this far ahead of the machine's (negative: behind), as a writer with a wrong clock would")
 	fs.BoolVar(&c.Migrate, "migrate", false, "create the keyspace and tables that are missing (as listgate migrate does), then serve: for development; in production run listgate migrate first")
 	fs.StringVar(&c.CQLReplication, "cql-replication", cql.DefaultSchema().Replication, "keyspace replication map used by --migrate and listgate schema")
@@ -396,6 +400,10 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--long-scans %d: must be 0 (half the cores) or more", c.LongScans)
 	case c.CQLConnections < 1 || c.CQLTimeout <= 0:
 		return c, fmt.Errorf("--cql-connections must be 1 or more and --cql-timeout above 0")
+	case c.CQLSpeculation.Budget <= 0 || c.CQLSpeculation.Budget > 1:
+		return c, fmt.Errorf("--cql-speculative-budget %v: must be above 0 and at most 1 (--cql-speculative-reads=false sends no read twice)", c.CQLSpeculation.Budget)
+	case c.CQLSpeculation.Delay < 0 || c.CQLSpeculation.Delay >= c.CQLTimeout:
+		return c, fmt.Errorf("--cql-speculative-delay %v: must be 0 (measured) or more, and less than --cql-timeout %v", c.CQLSpeculation.Delay, c.CQLTimeout)
 	}
 	sub := c.Subscriptions
 	if err := watch.CheckBounds(c.StoreLimits, watch.Defaults.CatchUpPage, sub.CatchUpBytes, sub.ListBytes, sub.TotalBytes); err != nil {

@@ -339,6 +339,7 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 	c := cqlConfig(cfg)
 	c.ReadConsistency, c.WriteConsistency = cfg.CQLReadConsistency, cfg.CQLWriteConsistency
 	c.NumConns = cfg.CQLConnections
+	c.Speculation = cfg.CQLSpeculation
 	c.Feed = cfg.Feed
 	c.Now = cfg.now
 	c.RecreateWait = cfg.FeatureStaleness + features.ClockSkew

@@ -73,7 +73,7 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 3, "runs of each measurement; medians are reported")
 	flag.StringVar(&c.out, "out", "BENCHMARKS.md", "Markdown report")
 	flag.StringVar(&c.json, "json", "bench/results.json", "JSON report")
-	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: peers, peeradds (the adds of peers alone), contains, count, adds, distinct, caps, batch, fanout, removes, live, tenants, embedded (for tuning; reports go to .run/)")
+	flag.StringVar(&c.only, "only", "", "run only these groups, comma separated: peers, peeradds (the adds of peers alone), contains, count, adds, distinct, caps, batch, fanout, removes, live, tenants, slownode (three nodes of its own, one frozen or slow; needs no --cql-hosts alone), embedded (for tuning; reports go to .run/)")
 	flag.StringVar(&c.gatewayBin, "gateway-bin", "", "measure this listgate binary instead of building the working tree (to compare commits; the peer table's REST peer and stock gqlgen build still come from the working tree; reports go to .run/)")
 	flag.StringVar(&c.tenantStores, "tenant-stores", "embedded,CQL", "the stores the two-caller scenario (tenants) runs on")
 	flag.IntVar(&c.tenantItems, "tenant-items", 100_000, "items of the list the heavy caller counts, on the embedded store")
@@ -97,7 +97,7 @@ func main() {
 		}
 		return
 	}
-	if c.cqlHosts == "" {
+	if c.cqlHosts == "" && c.only != "slownode" {
 		log.Fatal("--cql-hosts is required (make bench starts a Cassandra node and passes it)")
 	}
 	if c.quick {

@@ -81,6 +81,15 @@ func measure(ctx context.Context, c config) (*report, error) {
 			return nil, fmt.Errorf("building the gateway: %w", err)
 		}
 	}
+	if c.does("slownode") {
+		var err error
+		if rep.SlowNode, err = slowNode(ctx, c, bin); err != nil {
+			return nil, err
+		}
+		if c.only == "slownode" {
+			return rep, nil
+		}
+	}
 	keyspace := fmt.Sprintf("listgate_bench_%d", time.Now().Unix())
 	hosts := strings.Split(c.cqlHosts, ",")
 	log := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }

@@ -75,11 +75,12 @@ type report struct {
 	PeerFanOut   *peerFanOut  `json:"peer_fan_out,omitempty"`
 	Comparisons  []comparison `json:"comparisons"`
 	// Two ways of doing one thing, both through the gateway.
-	Alternatives []comparison   `json:"through_gateway"`
-	FanOut       []fanOutResult `json:"fan_out"`
-	Removes      []removeResult `json:"remove_by_value"`
-	Live         []liveResult   `json:"live_lists,omitempty"`
-	Tenants      []tenantResult `json:"two_callers,omitempty"`
+	Alternatives []comparison     `json:"through_gateway"`
+	FanOut       []fanOutResult   `json:"fan_out"`
+	Removes      []removeResult   `json:"remove_by_value"`
+	Live         []liveResult     `json:"live_lists,omitempty"`
+	Tenants      []tenantResult   `json:"two_callers,omitempty"`
+	SlowNode     []slowNodeResult `json:"slow_node,omitempty"`
 }
 
 // add records a comparison of the gateway with its baseline.
@@ -190,6 +191,7 @@ func (r *report) write(mdPath, jsonPath string) error {
 		}
 	}
 	r.writeTenants(&b)
+	r.writeSlowNode(&b)
 	fmt.Fprintf(&b, "\nRaw figures: [bench/results.json](bench/results.json).\n")
 	return os.WriteFile(mdPath, []byte(b.String()), 0o644)
 }
@@ -209,4 +211,23 @@ func (r *report) writeTenants(b *strings.Builder) {
 			x.Store, grouped(x.Items), x.ValueBytes, x.AloneP50Ms, x.AloneP99Ms, x.BesideP50Ms, x.BesideP99Ms, x.P99Ratio,
 			x.HeavyServed, x.HeavyThrottled, x.HeavyFailed, x.HeavyMs, x.GatewayCPUMs, x.DatabaseCPUMs)
 	}
+}
+
+func (r *report) writeSlowNode(b *strings.Builder) {
+	if len(r.SlowNode) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## A slow node\n\nThree Cassandra nodes of the benchmark's own (RF 3, `LOCAL_QUORUM`), one gateway with its defaults but `--cql-speculative-reads`, `listItems` of 10 items (`items { value }`) of %d lists drawn at random, one request at a time, for %.0f s per row after 3 s of warm-up, with the third node healthy, frozen (SIGSTOP) 4 s out of every 6, or behind a proxy that holds what the gateway sends it for 200 ms. Sent twice: the reads the gateway sent to a second node (`listgate_cql_speculative_executions_total`), and their share of the reads.\n\n", slowNodeLists, r.SlowNode[0].Seconds)
+	b.WriteString("| third node | speculative reads | reads | p50 / p99 / max ms | sent twice (share) | delay ms | errors |\n|---|---|---|---|---|---|---|\n")
+	for _, x := range r.SlowNode {
+		fmt.Fprintf(b, "| %s | %s | %s | %.1f / %.1f / %.0f | %.0f (%.1f %%) | %.1f | %d |\n", x.Scenario, onOff(x.Speculative), grouped(x.Reads),
+			x.P50Ms, x.P99Ms, x.MaxMs, x.Sent, 100*x.ExtraRatio, x.DelayMs, x.Errors)
+	}
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }

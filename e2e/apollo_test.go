@@ -107,7 +107,7 @@ func TestApolloClientTrustedDocuments(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte(`{"format": "apollo-persisted-query-manifest", "version": 1, "operations": [`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := g.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	// (The change itself may be read too, before or after the signal.)

@@ -95,11 +95,11 @@ func startAttackGateway(t *testing.T, dataDir string, env ...string) *gateway {
 // bound: the highest VmRSS sampled and, while the process runs, VmHWM.
 func (g *gateway) checkMemory(what string) {
 	g.t.Helper()
-	if rss, err := procStatus(g.cmd.Process.Pid, "VmRSS"); err == nil {
+	if rss, err := procStatus(g.Cmd.Process.Pid, "VmRSS"); err == nil {
 		g.mem.record(rss) // and one sample now
 	}
 	peak, samples := g.mem.peak()
-	hwm, err := procStatus(g.cmd.Process.Pid, "VmHWM")
+	hwm, err := procStatus(g.Cmd.Process.Pid, "VmHWM")
 	if err != nil {
 		hwm = -1 // gone
 	}
@@ -558,7 +558,7 @@ sending:
 	for i := range docs {
 		select {
 		case next <- i:
-		case <-g.exited:
+		case <-g.Exited:
 			break sending
 		}
 	}
@@ -640,7 +640,7 @@ func TestAttackValidationCost(t *testing.T) {
 		}
 	}
 	tr := g.normalTraffic()
-	cpuBefore, err := cpuTime(g.cmd.Process.Pid)
+	cpuBefore, err := cpuTime(g.Cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,7 +653,7 @@ func TestAttackValidationCost(t *testing.T) {
 	// Nothing left running once they are answered: a second later, the
 	// process has used little CPU (the normal requests use some).
 	time.Sleep(time.Second)
-	cpuAfter, err := cpuTime(g.cmd.Process.Pid)
+	cpuAfter, err := cpuTime(g.Cmd.Process.Pid)
 	if err != nil {
 		t.Fatalf("reading its CPU time: %v%s", err, g.mem.note())
 	}
@@ -675,7 +675,7 @@ func TestAttackValidationCost(t *testing.T) {
 				select {
 				case <-stop:
 					return
-				case <-g.exited:
+				case <-g.Exited:
 					return
 				default:
 				}
@@ -696,17 +696,17 @@ func (g *gateway) sigterm(shutdownTimeout time.Duration) {
 	g.t.Helper()
 	g.alive()
 	sent := time.Now()
-	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := g.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		g.t.Fatal(err)
 	}
 	select {
-	case <-g.exited:
+	case <-g.Exited:
 	case <-time.After(shutdownTimeout + 2*time.Second):
 		g.t.Fatalf("the process still runs %v after SIGTERM (--shutdown-timeout %v)", time.Since(sent).Round(time.Millisecond), shutdownTimeout)
 	}
 	took := time.Since(sent)
-	if g.exitErr != nil {
-		g.t.Errorf("after SIGTERM the process exited with %v, after %v; want exit code 0", g.exitErr, took.Round(time.Millisecond))
+	if g.ExitErr != nil {
+		g.t.Errorf("after SIGTERM the process exited with %v, after %v; want exit code 0", g.ExitErr, took.Round(time.Millisecond))
 		return
 	}
 	g.t.Logf("SIGTERM: exit code 0 after %v (--shutdown-timeout %v)", took.Round(time.Millisecond), shutdownTimeout)
@@ -808,7 +808,7 @@ func TestAttackConcurrentEntities(t *testing.T) {
 		wg.Go(func() {
 			for time.Now().Before(end) {
 				select {
-				case <-g.exited:
+				case <-g.Exited:
 					return
 				default:
 				}
@@ -844,7 +844,7 @@ func TestAttackConcurrentEntities(t *testing.T) {
 	tr.finish(t)
 	g.checkMemory(fmt.Sprintf("%d clients of entities", clients))
 	time.Sleep(2 * time.Second)
-	if rss, err := procStatus(g.cmd.Process.Pid, "VmRSS"); err == nil {
+	if rss, err := procStatus(g.Cmd.Process.Pid, "VmRSS"); err == nil {
 		t.Logf("VmRSS 2 s after the attack: %d MiB", rss>>20)
 	}
 }

@@ -55,8 +55,8 @@ func TestBackupWhileAdding(t *testing.T) {
 	}
 	select {
 	case <-started:
-	case <-g.exited:
-		t.Fatalf("the gateway exited: %v", g.exitErr)
+	case <-g.Exited:
+		t.Fatalf("the gateway exited: %v", g.ExitErr)
 	case <-time.After(time.Minute):
 		t.Fatalf("%d adds were not acknowledged within a minute", addsFirst)
 	}
@@ -94,8 +94,8 @@ func TestBackupWhileAdding(t *testing.T) {
 	all := slices.Clone(acked)
 	mu.Unlock()
 	g.stop()
-	if g.exitErr != nil {
-		t.Fatalf("the gateway exited with %v on SIGTERM", g.exitErr)
+	if g.ExitErr != nil {
+		t.Fatalf("the gateway exited with %v on SIGTERM", g.ExitErr)
 	}
 	// With no gateway serving, the command opens the folder: into an
 	// empty folder, the copy holds every add acknowledged.

@@ -197,7 +197,7 @@ func TestFeatureListIsPricedByItsFeatures(t *testing.T) {
 		t.Fatalf("20 descriptions of each feature: %d features in the answer, want %d", n, catalogFeatures+1)
 	}
 	t.Logf("20 descriptions of each feature: served, %d bytes in %v", len(served.Body), served.Took.Round(time.Millisecond))
-	baseline, err := procStatus(g.cmd.Process.Pid, "VmRSS")
+	baseline, err := procStatus(g.Cmd.Process.Pid, "VmRSS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestFeatureListsCannotStarveAnotherCaller(t *testing.T) {
 			}
 		})
 	}
-	cpuBefore, err := cpuTime(g.cmd.Process.Pid)
+	cpuBefore, err := cpuTime(g.Cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestFeatureListsCannotStarveAnotherCaller(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	ran := time.Since(began)
-	cpuAfter, err := cpuTime(g.cmd.Process.Pid)
+	cpuAfter, err := cpuTime(g.Cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}

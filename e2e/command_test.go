@@ -111,7 +111,7 @@ func TestDataFolderInUse(t *testing.T) {
 	dir := t.TempDir()
 	first := startGateway(t, "LISTGATE_DATA_DIR="+dir)
 	_, errOut, code := runCommand(t, builtBinary(t), []string{"LISTGATE_LISTEN=127.0.0.1:0"}, "--data-dir", dir)
-	want := fmt.Sprintf("listgate: the data folder %s is in use by another listgate process (pid %d); stop it, or use --data-dir to name another folder\n", dir, first.cmd.Process.Pid)
+	want := fmt.Sprintf("listgate: the data folder %s is in use by another listgate process (pid %d); stop it, or use --data-dir to name another folder\n", dir, first.Cmd.Process.Pid)
 	if code != 1 || !strings.HasSuffix(errOut, want) {
 		t.Fatalf("the second gateway exited %d and wrote %q, want %q", code, errOut, want)
 	}

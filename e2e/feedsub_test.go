@@ -306,17 +306,17 @@ func awaitExpiry(t *testing.T, ctx context.Context, g *gateway, vars map[string]
 func (g *gateway) stopWithin(within time.Duration) time.Duration {
 	g.t.Helper()
 	sent := time.Now()
-	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := g.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		g.t.Fatal(err)
 	}
 	select {
-	case <-g.exited:
+	case <-g.Exited:
 	case <-time.After(within):
 		g.t.Fatalf("the gateway still ran %v after SIGTERM", within)
 	}
 	took := time.Since(sent)
-	if g.exitErr != nil {
-		g.t.Fatalf("after SIGTERM the gateway exited with %v after %v; want exit code 0", g.exitErr, took.Round(time.Millisecond))
+	if g.ExitErr != nil {
+		g.t.Fatalf("after SIGTERM the gateway exited with %v after %v; want exit code 0", g.ExitErr, took.Round(time.Millisecond))
 	}
 	return took
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,7 +38,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// gatewayBinary builds the listgate command once, as `go build` does, from
+// gatewayBinary builds the listgate command once (gatewaytest.Build), from
 // the repository root: what runs, and the memory and CPU measured, must be
 // the product's, not those of this test binary, which `make test` builds
 // with the race detector (5–10 times the memory, several times the CPU).
@@ -50,24 +49,20 @@ var gatewayBinary = sync.OnceValues(func() (string, error) {
 	}
 	binaryDir = dir
 	bin := filepath.Join(dir, "listgate")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = ".." // the repository root, above e2e/
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	if err := gatewaytest.Build("..", bin); err != nil { // the repository root, above e2e/
+		return "", err
 	}
 	return bin, nil
 })
 
 // gateway is a listgate process a test started.
 type gateway struct {
+	*gatewaytest.Process
 	t       *testing.T
-	cmd     *exec.Cmd
 	base    string
 	timeout time.Duration // its --request-timeout
 	client  *http.Client  // times out answerMargin past timeout
 	stderr  *lockedBuffer
-	exited  chan struct{}
-	exitErr error // once exited is closed
 	mem     *memWatch
 }
 
@@ -94,7 +89,8 @@ func (b *lockedBuffer) String() string {
 // a folder of the test's own, and logs warnings and errors only; env
 // (LISTGATE_* settings, GOMEMLIMIT) comes after these defaults and wins.
 // Nothing of the test's own environment's LISTGATE_*, OTEL_*, GOGC or
-// GOMEMLIMIT reaches it. When the test ends the process is stopped (stop).
+// GOMEMLIMIT reaches it (gatewaytest.Start). When the test ends the
+// process is stopped (stop).
 func startGateway(t *testing.T, env ...string) *gateway {
 	t.Helper()
 	return startGatewayCommand(t, builtBinary(t), nil, env...)
@@ -105,15 +101,7 @@ func startGateway(t *testing.T, env ...string) *gateway {
 // over env.
 func startGatewayCommand(t *testing.T, bin string, args []string, env ...string) *gateway {
 	t.Helper()
-	g := &gateway{t: t, timeout: endpoint.DefaultLimits.RequestTimeout, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(cleanEnv(),
-		"LISTGATE_LISTEN=127.0.0.1:0",
-		"LISTGATE_DATA_DIR="+t.TempDir(),
-		"LISTGATE_LOG_LEVEL=warn",  // no line per request: some tests send thousands
-		"LISTGATE_LOG_FORMAT=text", // in prod mode too: the address is read from the text line on stdout
-	)
-	cmd.Env = append(cmd.Env, env...) // later entries win
+	g := &gateway{t: t, timeout: endpoint.DefaultLimits.RequestTimeout, stderr: &lockedBuffer{}}
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "LISTGATE_REQUEST_TIMEOUT="); ok {
 			d, err := time.ParseDuration(v)
@@ -123,29 +111,17 @@ func startGatewayCommand(t *testing.T, bin string, args []string, env ...string)
 			g.timeout = d
 		}
 	}
-	out := gatewaytest.NewAddrWriter()
-	cmd.Stdout = out
-	cmd.Stderr = io.MultiWriter(gatewaytest.Log{T: t}, g.stderr)
-	if err := cmd.Start(); err != nil {
+	p, err := gatewaytest.Start(bin, args, append([]string{"LISTGATE_DATA_DIR=" + t.TempDir()}, env...),
+		io.MultiWriter(gatewaytest.Log{T: t}, g.stderr), 30*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	g.cmd = cmd
-	go func() {
-		g.exitErr = cmd.Wait()
-		close(g.exited)
-	}()
-	g.mem = watchMemory(cmd.Process.Pid, g.exited, func() { cmd.Process.Kill() })
+	g.Process, g.base = p, p.Base
+	g.mem = watchMemory(p.Cmd.Process.Pid, p.Exited, func() { p.Cmd.Process.Kill() })
 	t.Cleanup(func() {
 		g.mem.stop()
 		g.stop()
 	})
-	select {
-	case g.base = <-out.Addr():
-	case <-g.exited:
-		t.Fatalf("the gateway exited before serving: %v", g.exitErr)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the gateway did not serve within 30 s")
-	}
 	g.client = &http.Client{
 		Timeout:   g.timeout + answerMargin,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true},
@@ -156,43 +132,34 @@ func startGatewayCommand(t *testing.T, bin string, args []string, env ...string)
 }
 
 // cleanEnv is the test's environment without what would configure a
-// gateway: LISTGATE_*, OTEL_*, GOGC and GOMEMLIMIT.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LISTGATE_") && !strings.HasPrefix(kv, "OTEL_") &&
-			!strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
+// gateway (gatewaytest.CleanEnv).
+func cleanEnv() []string { return gatewaytest.CleanEnv() }
 
 // stop ends a gateway still running when its test ends. After a test that
 // passed it is sent SIGTERM and must exit 0, as it does in production;
 // after one that failed it is killed at once.
 func (g *gateway) stop() {
 	select {
-	case <-g.exited:
+	case <-g.Exited:
 		return // the test ended it
 	default:
 	}
-	pid := g.cmd.Process.Pid
+	pid := g.Cmd.Process.Pid
 	if !g.t.Failed() {
-		g.cmd.Process.Signal(syscall.SIGTERM)
+		g.Cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-g.exited:
-			if g.exitErr != nil {
-				g.t.Errorf("the gateway (pid %d) exited with %v on SIGTERM at the end of the test%s", pid, g.exitErr, g.mem.note())
+		case <-g.Exited:
+			if g.ExitErr != nil {
+				g.t.Errorf("the gateway (pid %d) exited with %v on SIGTERM at the end of the test%s", pid, g.ExitErr, g.mem.note())
 			}
 			return
 		case <-time.After(30 * time.Second):
 			g.t.Errorf("the gateway (pid %d) still ran 30 s after SIGTERM at the end of the test: killing it", pid)
 		}
 	}
-	g.cmd.Process.Kill()
+	g.Cmd.Process.Kill()
 	select {
-	case <-g.exited:
+	case <-g.Exited:
 	case <-time.After(10 * time.Second):
 		g.t.Errorf("the gateway (pid %d) did not end 10 s after it was killed", pid)
 	}
@@ -202,8 +169,8 @@ func (g *gateway) stop() {
 func (g *gateway) alive() {
 	g.t.Helper()
 	select {
-	case <-g.exited:
-		g.t.Fatalf("the gateway is gone: %v%s", g.exitErr, g.mem.note())
+	case <-g.Exited:
+		g.t.Fatalf("the gateway is gone: %v%s", g.ExitErr, g.mem.note())
 	default:
 	}
 	c := &http.Client{Timeout: 3 * time.Second}

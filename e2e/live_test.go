@@ -360,7 +360,7 @@ func TestNonReadingClientStaysBounded(t *testing.T) {
 		}
 		addItems(t, g.base, "", "user", "u1", "f", batch...)
 	}
-	before, _ := procStatus(g.cmd.Process.Pid, "VmRSS")
+	before, _ := procStatus(g.Cmd.Process.Pid, "VmRSS")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	vars := map[string]any{"t": "user", "id": "u1", "f": "f", "since": began.Add(-time.Second).Format(time.RFC3339Nano)}
@@ -431,7 +431,7 @@ func TestIdleWatchedListsCostLittle(t *testing.T) {
 			reads := func(table string) float64 {
 				return metric(t, g.base, "listgate_cql_statement_duration_seconds_count", `db_operation_name="SELECT `+table+`"`)
 			}
-			pid := g.cmd.Process.Pid
+			pid := g.Cmd.Process.Pid
 			feed0, list0, cpu0, t0 := reads("list_changes"), reads("list_items"), cpuOf(t, pid), time.Now()
 			<-time.After(measure) // the window the idle gateway is measured over
 			feed1, list1, cpu1, t1 := reads("list_changes"), reads("list_items"), cpuOf(t, pid), time.Now()

@@ -29,7 +29,7 @@ func TestSIGTERMFinishesInFlightRequests(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond) // the request is now waiting on the loader
 	sent := time.Now()
-	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := g.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
@@ -41,9 +41,9 @@ func TestSIGTERMFinishesInFlightRequests(t *testing.T) {
 		t.Fatalf("the in-flight request: %d %s (%v)", r.Status, r.Body, r.Err)
 	}
 	select {
-	case <-g.exited:
-		if g.exitErr != nil {
-			t.Fatalf("exit after SIGTERM: %v", g.exitErr)
+	case <-g.Exited:
+		if g.ExitErr != nil {
+			t.Fatalf("exit after SIGTERM: %v", g.ExitErr)
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the process did not exit within 15 s of SIGTERM")

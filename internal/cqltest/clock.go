@@ -2,7 +2,6 @@ package cqltest
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/listgate/listgate/internal/cqlnode"
 	"github.com/listgate/listgate/internal/testenv"
 )
 
@@ -64,7 +64,7 @@ func StartClockedCluster(t testing.TB, offsets ...time.Duration) []*ClockedNode 
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
-		wg.Go(func() { _, errs[i] = n.run("start") })
+		wg.Go(func() { errs[i] = n.Node.Node.Start() })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -83,15 +83,9 @@ func StartClockedCluster(t testing.TB, offsets ...time.Duration) []*ClockedNode 
 // gocql's default of the client's clock.
 func (n *ClockedNode) Session(t testing.TB) *gocql.Session {
 	t.Helper()
-	c := gocql.NewCluster(n.Addr)
-	c.Port = ClockedPort
-	c.HostFilter = gocql.WhiteListHostFilter(n.Addr)
-	c.DefaultTimestamp = false
-	c.Consistency = gocql.One
-	c.Timeout, c.ConnectTimeout = 10*time.Second, 10*time.Second // nodes on a busy 2-core machine
-	s, err := c.CreateSession()
+	s, err := n.Node.Session()
 	if err != nil {
-		t.Fatalf("connecting to %s: %v", n.Host(), err)
+		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
 	return s
@@ -101,18 +95,8 @@ func (n *ClockedNode) Session(t testing.TB) *gocql.Session {
 // before another hears of it by gossip, a second or so later.
 func (n *ClockedNode) awaitPeers(want int) {
 	n.t.Helper()
-	s := n.Session(n.t)
-	defer s.Close()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		it := s.Query(`SELECT peer FROM system.peers`).Iter()
-		peers := it.NumRows()
-		err := it.Close()
-		if err == nil && peers == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			n.t.Fatalf("%s lists %d peers, not %d, after a minute (%v)", n.Addr, peers, want, err)
-		}
+	if err := n.AwaitPeers(want, time.Minute); err != nil {
+		n.t.Fatal(err)
 	}
 }
 
@@ -124,21 +108,7 @@ func (n *ClockedNode) SetClockOffset(d time.Duration) {
 	n.t.Helper()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	// A new file renamed over the old: the node never reads half of one.
-	f, err := os.CreateTemp(filepath.Dir(n.offsetFile), ".offset-*")
-	if err == nil {
-		_, err = fmt.Fprintf(f, "%d\n", d.Milliseconds())
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(f.Name(), n.offsetFile)
-		}
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}
-	if err != nil {
+	if err := cqlnode.WriteClockOffset(n.offsetFile, d); err != nil {
 		n.t.Fatalf("setting the clock offset of %s: %v", n.Addr, err)
 	}
 	n.offset = d.Truncate(time.Millisecond)

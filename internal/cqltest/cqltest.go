@@ -10,14 +10,12 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/listgate/listgate/internal/cqlnode"
 	"github.com/listgate/listgate/internal/testenv"
 	"github.com/listgate/listgate/store/cql"
 )
@@ -98,12 +96,10 @@ func Open(t testing.TB, cfg cql.Config) *cql.Store {
 
 // Node is a Cassandra node of one test's own, which the test may stop and
 // start: the project's scripts/cassandra runs it on its own loopback
-// address, with its data kept across restarts.
+// address (cqlnode), with its data kept across restarts.
 type Node struct {
-	t       testing.TB
-	Addr    string
-	program string // scripts/cassandra, by its path
-	env     []string
+	t testing.TB
+	cqlnode.Node
 }
 
 // StartNode starts a fresh node on addr (127.0.0.2, say) and stops and
@@ -121,12 +117,12 @@ func StartNode(t testing.TB, addr string, env ...string) *Node {
 func NewNode(t testing.TB, addr string, env ...string) *Node {
 	t.Helper()
 	testenv.Program(t, "java", "a JDK 17 on PATH, which scripts/cassandra runs Cassandra nodes with")
-	program := testenv.Program(t, filepath.Join(repoRoot(t), "scripts", "cassandra"), "the script that runs Cassandra nodes for tests")
-	n := &Node{t: t, Addr: addr, program: program, env: append([]string{
+	program := testenv.Program(t, cqlnode.Script(repoRoot(t)), "the script that runs Cassandra nodes for tests")
+	n := &Node{t: t, Node: cqlnode.Node{Addr: addr, Program: program, Env: append([]string{
 		"CASSANDRA_CLUSTER=listgate-" + strings.ReplaceAll(addr, ".", "-"),
 		"CASSANDRA_UNSAFE_SYSTEM=false",  // the schema must survive Kill
 		"CASSANDRA_COMMITLOG_SYNC=batch", // and so must every acknowledged write
-	}, env...)}
+	}, env...)}}
 	n.script("stop")
 	n.script("reset")
 	t.Cleanup(func() {
@@ -134,17 +130,6 @@ func NewNode(t testing.TB, addr string, env ...string) *Node {
 		n.script("reset")
 	})
 	return n
-}
-
-// Host is the node's CQL address, host:port.
-func (n *Node) Host() string {
-	port := "9042"
-	for _, e := range n.env {
-		if v, ok := strings.CutPrefix(e, "CASSANDRA_PORT="); ok {
-			port = v
-		}
-	}
-	return net.JoinHostPort(n.Addr, port)
 }
 
 // StartCluster starts three nodes of one cluster, on 127.0.0.1, .2 and .3,
@@ -175,32 +160,20 @@ func (n *Node) Kill() { n.t.Helper(); n.script("kill") }
 // PID is the process id of the running node.
 func (n *Node) PID() int {
 	n.t.Helper()
-	out := n.script("pid")
-	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	pid, err := n.Node.PID()
 	if err != nil {
-		n.t.Fatalf("scripts/cassandra pid %s: %q", n.Addr, out)
+		n.t.Fatal(err)
 	}
 	return pid
 }
 
 func (n *Node) script(cmd string) []byte {
 	n.t.Helper()
-	out, err := n.run(cmd)
+	out, err := n.Run(cmd)
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	return out
-}
-
-// run runs scripts/cassandra cmd on the node; unlike script, from any goroutine.
-func (n *Node) run(cmd string) ([]byte, error) {
-	c := exec.Command(n.program, cmd, n.Addr)
-	c.Env = append(os.Environ(), n.env...)
-	out, err := c.CombinedOutput()
-	if err != nil {
-		return out, fmt.Errorf("scripts/cassandra %s %s: %w\n%s", cmd, n.Addr, err, out)
-	}
-	return out, nil
 }
 
 func repoRoot(t testing.TB) string {
@@ -208,14 +181,9 @@ func repoRoot(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's folder")
-		}
-		dir = parent
+	root, err := cqlnode.RepoRoot(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return root
 }

@@ -1,8 +1,10 @@
-// Package gatewaytest is how tests talk to a running gateway over HTTP,
-// whether run in the test's process (package main) or as the listgate
-// command (package e2e): the one function that POSTs a GraphQL request, and
-// the writers that take the gateway's address and its log lines. It starts
-// no gateway and never decides what an answer should be.
+// Package gatewaytest is how tests and the nemesis talk to a running
+// gateway over HTTP, whether run in the test's process (package main) or
+// as the listgate command (package e2e, internal/nemesis): the one
+// function that POSTs a GraphQL request, the writers that take the
+// gateway's address and its log lines, and the listgate command built and
+// started as a process (process.go). It never decides what an answer
+// should be.
 package gatewaytest
 
 import (

@@ -93,8 +93,8 @@ func (s *Store) countRecords(ctx context.Context, from, to int64) (int, error) {
 	n := 0
 	for b := bucketOf(timeOf(from)); b <= bucketOf(timeOf(to)); b++ {
 		for shard := range s.cfg.Feed.Shards {
-			iter := s.session.Query(s.stmt.selectChangeIDs, b, shard, uuidAt(from), uuidAt(to+1)).
-				WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(5000).Iter()
+			iter := s.iter(s.session.Query(s.stmt.selectChangeIDs, b, shard, uuidAt(from), uuidAt(to+1)).
+				WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(5000))
 			var id gocql.UUID
 			for iter.Scan(&id) {
 				if t := id.Timestamp(); t > from && t <= to {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,6 +88,49 @@ func BenchmarkItems(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSpeculativeRead reads 10 items through gocql's speculative
+// path (a second execution armed, never sent) and through its plain one,
+// alternating: the CPU a read's speculation costs the client when nothing
+// is slow.
+func BenchmarkSpeculativeRead(b *testing.B) {
+	cfg := cqltest.Config(b)
+	cfg.Speculation.Delay = time.Second // reached by no read: one node has no second host
+	spec := cqltest.Open(b, cfg)
+	spec.SetHostsUp(2)
+	cfg.Speculation.Enabled = false
+	plain := cqltest.Open(b, cfg)
+	f, err := spec.CreateFeature(context.Background(), store.Feature{
+		EntityType: fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9), Name: "reading_history", ValueType: store.String, TTL: 24 * time.Hour,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := store.List{Feature: &f, EntityID: "u1"}
+	fill(b, spec, l, 100)
+	for _, run := range []struct {
+		name string
+		s    *cql.Store
+	}{{"plain", plain}, {"speculative", spec}, {"plain", plain}, {"speculative", spec}} {
+		b.Run(run.name, func(b *testing.B) {
+			ctx := context.Background()
+			began := processCPU()
+			for b.Loop() {
+				if p, err := run.s.Items(ctx, l, store.Range{Limit: 10}); err != nil || len(p.Items) != 10 {
+					b.Fatalf("Items: %d items, %v", len(p.Items), err)
+				}
+			}
+			b.ReportMetric(float64((processCPU()-began).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// processCPU is the CPU this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkCount counts lists of 1,000 and 10,000 items, and a window of

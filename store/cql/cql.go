@@ -64,6 +64,9 @@ type Config struct {
 	// LongScans is how many scans of more than a page read at once
 	// (store.Turns); 0: half the cores.
 	LongScans int
+	// Speculation says how reads are sent to a second host when the
+	// first is slow (speculation.go).
+	Speculation SpeculationConfig
 }
 
 // DefaultConfig returns the settings for a local single node.
@@ -84,6 +87,7 @@ func DefaultConfig() Config {
 		RecreateWait:      store.DefaultRecreateWait,
 		Feed:              DefaultFeedConfig,
 		Log:               slog.New(slog.DiscardHandler),
+		Speculation:       DefaultSpeculation,
 	}
 }
 
@@ -102,6 +106,8 @@ type Store struct {
 	sharedRecord int
 	rows         *store.RowMeter
 	turns        *store.Turns // the long scans'
+	spec         *speculation // which reads go to a second host, and when
+	slow         *slowHosts   // the hosts at the back of the plans
 
 	// The change feed (feed.go): its identity (its cluster and
 	// keyspace), this gateway's measure of the cluster's clock, its
@@ -209,7 +215,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	cluster.NumConns = cfg.NumConns
 	cluster.Consistency = cfg.ReadConsistency
 	cluster.SerialConsistency = cfg.SerialConsistency
-	cluster.RetryPolicy = &gocql.ExponentialBackoffRetryPolicy{NumRetries: cfg.Retries, Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}
+	cluster.RetryPolicy = retryNextHost{&gocql.ExponentialBackoffRetryPolicy{NumRetries: cfg.Retries, Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}}
 	// Keep reconnecting to a node that went away, so the store recovers
 	// without a restart when it comes back.
 	cluster.ReconnectInterval = time.Second
@@ -218,14 +224,31 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	if cfg.LocalDC != "" {
 		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)
 	}
-	cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback)
+	if cfg.Speculation.Enabled && (cfg.Speculation.Budget <= 0 || cfg.Speculation.Budget > 1) {
+		return nil, fmt.Errorf("%w speculative budget %v: must be above 0 and at most 1", errkind.Invalid, cfg.Speculation.Budget)
+	}
+	began := time.Now()
+	mono := func() int64 { return int64(time.Since(began)) + 1 }
+	meter := cfg.MeterProvider.Meter("github.com/listgate/listgate/store/cql")
+	spec, err := newSpeculation(cfg.Speculation, meter, mono)
+	if err != nil {
+		return nil, err
+	}
+	// Shuffled replicas (the token-aware policy's default) spread a
+	// partition's reads over its replicas; a replica that does not answer
+	// in time goes to the back of the plans (hosts.go).
+	slow := newSlowHosts(gocql.TokenAwareHostPolicy(fallback, gocql.ShuffleReplicas()), mono, spec.Delay)
+	if err := observeSlowHosts(meter, slow); err != nil {
+		return nil, err
+	}
+	cluster.PoolConfig.HostSelectionPolicy = slow
 	if cfg.Username != "" {
 		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
 	}
 	if cfg.TLS != nil {
 		cluster.SslOpts = cfg.TLS.sslOptions()
 	}
-	obs, err := newObserver(&cfg)
+	obs, err := newObserver(&cfg, spec, slow)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +267,8 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 		session.Close()
 		return nil, err
 	}
-	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace), batchType: gocql.LoggedBatch, sharedRecord: sharedRecordBytes, rows: rows, turns: store.NewTurns(cfg.LongScans)}
+	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace), batchType: gocql.LoggedBatch, sharedRecord: sharedRecordBytes, rows: rows, turns: store.NewTurns(cfg.LongScans),
+		spec: spec, slow: slow}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -260,7 +284,6 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 		return nil, err
 	}
 	s.tracer = cfg.TracerProvider.Tracer("github.com/listgate/listgate/store/cql")
-	meter := cfg.MeterProvider.Meter("github.com/listgate/listgate/store/cql")
 	if s.feedLag, err = meter.Float64Histogram("listgate.change_feed.lag", metric.WithUnit("s"),
 		metric.WithDescription("How long after its time a change record was read: once every gateway's lease says it is written, with the clock's margin, and how far this gateway's reads of the feed trail it."),
 		metric.WithExplicitBucketBoundaries(0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30)); err != nil {

@@ -73,18 +73,33 @@ func (s *Store) Settled(ctx context.Context) (time.Time, error) {
 // SetAuditAfter sets how long after its read a span is counted again.
 func (s *Store) SetAuditAfter(d time.Duration) { s.audit.after = d }
 
-// RecordAt is a record of one item at the time at, as a gateway would
-// write it, with a random node.
-func (s *Store) RecordAt(l store.List, at time.Time, value string) (stmt string, args []any) {
+// RecordAt is a record of the items of values (one, usually) at the time
+// at, as a gateway would write it, with a random node.
+func (s *Store) RecordAt(l store.List, at time.Time, values ...string) (stmt string, args []any) {
 	w, err := newFeedWriter()
 	if err != nil {
 		panic(err)
 	}
 	tick := ticks(at)
-	key := keys.ItemKey(at.UnixNano(), []byte(value))
+	var ks []string
+	var vs [][]byte
+	size := 0
+	for i, v := range values {
+		key := keys.ItemKey(at.UnixNano()+int64(i), []byte(v))
+		ks, vs = append(ks, key), append(vs, []byte(v))
+		size += len(key) + len(v) + store.ItemOverhead
+	}
 	return s.stmt.insertChange, []any{bucketOf(timeOf(tick)), s.shardOf(l.ID()), w.timeUUID(tick), l.Feature.Key(), l.Feature.CreatedAt, l.EntityID,
-		[]string{key}, [][]byte{[]byte(value)}, len(key) + len(value) + store.ItemOverhead, int(s.cfg.Feed.Retention / time.Second)}
+		ks, vs, size, int(s.cfg.Feed.Retention / time.Second)}
 }
+
+// SetHostsUp sets how many hosts the store counts up: 2 on one node
+// makes every read take gocql's speculative path, for benchmarks (with a
+// delay no read reaches: a second execution would find no host).
+func (s *Store) SetHostsUp(n int) { s.slow.up.Store(int32(n)) }
+
+// SpeculativeDelay is how long a read begun now waits for its first host.
+func (s *Store) SpeculativeDelay() time.Duration { return s.spec.Delay() }
 
 // SetHeadsPerRead bounds the heads one read of the feed holds.
 func (s *Store) SetHeadsPerRead(n int) { s.headsPerRead = n }

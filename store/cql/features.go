@@ -87,7 +87,7 @@ func (s *Store) Features(ctx context.Context, entityType string) ([]store.Featur
 		}
 		q = s.session.Query(s.stmt.selectFeaturesOfType, entityType)
 	}
-	iter := q.WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
+	iter := s.iter(q.WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true))
 	var out []store.Feature
 	for {
 		f, deleted, ok := scanFeature(iter)
@@ -128,8 +128,8 @@ func (s *Store) DeleteFeature(ctx context.Context, entityType, name, version str
 	if err := keys.ValidateFeature(entityType, name, version); err != nil {
 		return false, err
 	}
-	iter := s.session.Query(s.stmt.selectFeature, entityType, name, version).WithContext(ctx).
-		Consistency(s.cfg.ReadConsistency).SerialConsistency(s.cfg.SerialConsistency).Idempotent(true).Iter()
+	iter := s.iter(s.session.Query(s.stmt.selectFeature, entityType, name, version).WithContext(ctx).
+		Consistency(s.cfg.ReadConsistency).SerialConsistency(s.cfg.SerialConsistency).Idempotent(true))
 	f, deleted, ok := scanFeature(iter)
 	if err := iter.Close(); err != nil {
 		return false, classify("reading feature "+keys.FeatureKey(entityType, name, version), err)
@@ -155,8 +155,8 @@ func (s *Store) SetFeatureLive(ctx context.Context, entityType, name, version st
 		return store.Feature{}, err
 	}
 	key := keys.FeatureKey(entityType, name, version)
-	iter := s.session.Query(s.stmt.selectFeature, entityType, name, version).WithContext(ctx).
-		Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
+	iter := s.iter(s.session.Query(s.stmt.selectFeature, entityType, name, version).WithContext(ctx).
+		Consistency(s.cfg.ReadConsistency).Idempotent(true))
 	f, deleted, ok := scanFeature(iter)
 	if err := iter.Close(); err != nil {
 		return store.Feature{}, classify("reading feature "+key, err)

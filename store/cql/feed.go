@@ -203,7 +203,7 @@ func (s *Store) CheckPosition(ctx context.Context, p store.Position) error {
 	case p == s.endOf(t):
 		return nil
 	}
-	n, err := s.recordItems(ctx, p.Record, t)
+	n, err := s.recordLength(ctx, p.Record, t)
 	switch {
 	case err != nil:
 		return err
@@ -215,10 +215,10 @@ func (s *Store) CheckPosition(ctx context.Context, p store.Position) error {
 	return nil
 }
 
-// recordItems is how many items the record rec (of the tick t) holds, -1
+// recordLength is how many items the record rec (of the tick t) holds, -1
 // if the feed holds no such record. Its shard is not in its position: each
 // is asked.
-func (s *Store) recordItems(ctx context.Context, rec string, t int64) (int, error) {
+func (s *Store) recordLength(ctx context.Context, rec string, t int64) (int, error) {
 	var id gocql.UUID
 	binary.BigEndian.PutUint32(id[0:], uint32(t))
 	binary.BigEndian.PutUint16(id[4:], uint16(t>>32))
@@ -226,11 +226,11 @@ func (s *Store) recordItems(ctx context.Context, rec string, t int64) (int, erro
 	copy(id[8:], rec[13:])
 	for shard := range s.cfg.Feed.Shards {
 		var keys []string
-		err := s.session.Query(s.stmt.selectChangeKeys, bucketOf(timeOf(t)), shard, id).WithContext(ctx).
-			Consistency(s.cfg.ReadConsistency).Idempotent(true).Scan(&keys)
+		err := s.scan(s.session.Query(s.stmt.selectChangeKeys, bucketOf(timeOf(t)), shard, id).WithContext(ctx).
+			Consistency(s.cfg.ReadConsistency).Idempotent(true), &keys)
 		switch {
 		case err == nil:
-			return len(keys), nil
+			return distinctKeys(keys), nil
 		case !errors.Is(err, gocql.ErrNotFound):
 			return 0, classify("reading a record of the change feed", err)
 		}
@@ -307,8 +307,8 @@ func (s *Store) heads(ctx context.Context, shards []int, after store.Position, f
 			if left[i] == 0 {
 				continue // read up to its last tick but one: covered is below this bucket
 			}
-			iter := s.session.Query(s.stmt.selectChangeHeads, b, shard, uuidAt(from-1), uuidAt(covered+1), left[i]).
-				WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(left[i]).Iter()
+			iter := s.iter(s.session.Query(s.stmt.selectChangeHeads, b, shard, uuidAt(from-1), uuidAt(covered+1), left[i]).
+				WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).PageSize(left[i]))
 			h := head{bucket: b, shard: shard}
 			var createdAt time.Time
 			n := 0
@@ -479,8 +479,8 @@ func (s *Store) fetch(ctx context.Context, hs []head) ([]store.Change, error) {
 
 // fetchPart reads records of one partition by id.
 func (s *Store) fetchPart(ctx context.Context, bucket int64, shard int, ids []gocql.UUID) ([]store.Change, error) {
-	iter := s.session.Query(s.stmt.selectChanges, bucket, shard, ids).
-		WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
+	iter := s.iter(s.session.Query(s.stmt.selectChanges, bucket, shard, ids).
+		WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true))
 	var out []store.Change
 	var id gocql.UUID
 	var c store.Change
@@ -488,12 +488,9 @@ func (s *Store) fetchPart(ctx context.Context, bucket int64, shard int, ids []go
 	var keys []string
 	var values [][]byte
 	for iter.Scan(&id, &c.List.Feature, &createdAt, &c.List.EntityID, &keys, &values) {
-		if len(values) == len(keys) { // else not a record this store wrote
+		if items, ok := recordItems(keys, values); ok { // else not a record this store wrote
 			c.Record, c.At, c.List.CreatedAt = s.recordOf(id), id.Time(), createdAt.UnixNano()
-			c.Items = make([]store.Item, len(keys))
-			for i, k := range keys {
-				c.Items[i] = store.Item{Key: k, Timestamp: itemkeys.ItemTimestamp(k), Value: values[i]}
-			}
+			c.Items = items
 			out = append(out, c)
 		}
 		c, keys, values = store.Change{}, nil, nil
@@ -502,4 +499,70 @@ func (s *Store) fetchPart(ctx context.Context, bucket int64, shard int, ids []go
 		return nil, classify("reading the change feed", err)
 	}
 	return out, nil
+}
+
+// A record's keys and values are lists, whose every write appends its
+// elements anew: a record written twice at one client timestamp (the
+// driver retried its write, or hints replayed an attempt beside its
+// retry) holds each item twice, the two writes' elements in either order,
+// even interleaved. Each item is taken once, at its first place: in every
+// merge of copies of one sequence the first places keep its order, so
+// every reader of the record, whatever copies it sees, numbers its items
+// alike. The values are paired with the keys by the hash each key
+// carries, not by place.
+
+// recordItems are the items of a record's keys and values, each once; ok
+// is false when they are not a record this store wrote.
+func recordItems(keys []string, values [][]byte) ([]store.Item, bool) {
+	if len(values) != len(keys) {
+		return nil, false
+	}
+	if ascending(keys) { // as written once: ChangeOf orders them
+		items := make([]store.Item, len(keys))
+		for i, k := range keys {
+			items[i] = store.Item{Key: k, Timestamp: itemkeys.ItemTimestamp(k), Value: values[i]}
+		}
+		return items, true
+	}
+	byHash := make(map[string][]byte, len(values))
+	for _, v := range values {
+		byHash[itemkeys.ValueHash(v)] = v
+	}
+	seen := make(map[string]bool, len(keys))
+	var items []store.Item
+	for _, k := range keys {
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		v, ok := byHash[itemkeys.HashOf(k)]
+		if !ok {
+			return nil, false
+		}
+		items = append(items, store.Item{Key: k, Timestamp: itemkeys.ItemTimestamp(k), Value: v})
+	}
+	return items, true
+}
+
+// ascending says whether each key comes after the one before: no key is
+// there twice.
+func ascending(keys []string) bool {
+	for i := 1; i < len(keys); i++ {
+		if keys[i] <= keys[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// distinctKeys is how many distinct keys a record's keys hold.
+func distinctKeys(keys []string) int {
+	if ascending(keys) {
+		return len(keys)
+	}
+	seen := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		seen[k] = struct{}{}
+	}
+	return len(seen)
 }

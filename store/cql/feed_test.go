@@ -13,6 +13,7 @@ import (
 	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
+	"github.com/listgate/listgate/store/keys"
 )
 
 // cancelAfterBatch cancels a context once a batch has been executed: as a
@@ -140,4 +141,62 @@ func TestEachHeadIsReadOnce(t *testing.T) {
 	if n := rows.Load(); n != adds {
 		t.Fatalf("%d heads read for %d records in %d polls; want each once", n, adds, polls)
 	}
+}
+
+// A record whose write the driver retried is written twice at one client
+// timestamp, and its lists of keys and values, whose elements each write
+// appends anew, hold every item twice: readers of the feed, and of a
+// list's records, take each item once, in its order, with its own value.
+func TestRecordWrittenTwiceIsReadOnce(t *testing.T) {
+	cfg := cqltest.Config(t)
+	s := cqltest.Open(t, cfg)
+	session := rawSession(t, cfg)
+	l := liveList(t, s, "retried")
+	ctx := context.Background()
+	head, err := store.AwaitHead(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := []string{"first", "second", "third"}
+	stmt, args := s.RecordAt(l, time.Now(), values...)
+	ts := time.Now().UnixMicro()
+	for range 2 { // an attempt, then the driver's retry of it
+		if err := session.Query(stmt, args...).WithTimestamp(ts).Exec(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(how string, changes []store.Change) {
+		t.Helper()
+		if len(changes) != 1 {
+			t.Fatalf("%s: %d records, want 1", how, len(changes))
+		}
+		var got []string
+		for _, it := range changes[0].Items {
+			got = append(got, string(it.Value))
+			if it.Key != keys.ItemKey(it.Timestamp, it.Value) {
+				t.Errorf("%s: the item %s came with the value %q", how, it.Key, it.Value)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(values) {
+			t.Errorf("%s: the record's items are %q, want %q once each", how, got, values)
+		}
+	}
+	check("ReadFeed", readAll(t, s, l, head, 30*time.Second))
+	end, _, err := s.FeedHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []store.Change
+	for deadline := time.Now().Add(30 * time.Second); len(changes) == 0; {
+		if changes, _, _, err = s.ListFeed(ctx, l, head, end, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		if len(changes) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("ListFeed read no record within 30 s")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	check("ListFeed", changes)
 }

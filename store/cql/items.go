@@ -48,7 +48,7 @@ func (s *Store) scanner(l store.List) store.Scanner {
 		}
 		turn := s.turns.Turn()
 		defer turn.End()
-		iter := q.Iter()
+		iter := s.iter(q)
 		scanner := iter.Scanner()
 		dest := make([]any, 1, 3)
 		var row store.Row
@@ -92,8 +92,8 @@ const longPage = 1000
 // single-partition query.
 func (s *Store) fetcher(l store.List) store.Fetcher {
 	return func(ctx context.Context, ks []string, fn func(store.Row) bool) error {
-		iter := s.session.Query(s.stmt.fetchItems, l.Feature.Key(), l.EntityID, ks).
-			WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
+		iter := s.iter(s.session.Query(s.stmt.fetchItems, l.Feature.Key(), l.EntityID, ks).
+			WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true))
 		scanner := iter.Scanner()
 		n := 0
 		defer func() { s.rows.Read(ctx, n, true) }()

@@ -202,11 +202,15 @@ func (w *feedWriter) end(l *lease) {
 }
 
 // publish writes this gateway's closed time and the end of a lease that
-// begins at now (ticks).
+// begins at now (ticks). It is speculated as a read is: one renewal that
+// waits for a node that does not answer would hold every reader back, and
+// end the lease, cutting the records in flight short. Each attempt writes
+// the same row and values; the renewal after is sent once it has
+// answered, later.
 func (s *Store) publish(ctx context.Context, closed, now int64) error {
 	expires := now + int64(leaseFor/100)
-	err := s.session.Query(s.stmt.publishWriter, s.writer.id, closed, expires, leaseTTL).WithContext(ctx).
-		Consistency(s.feedWrite).Idempotent(true).Exec()
+	err := s.execSpeculated(s.session.Query(s.stmt.publishWriter, s.writer.id, closed, expires, leaseTTL).WithContext(ctx).
+		Consistency(s.feedWrite).Idempotent(true))
 	return classify("publishing this gateway's closed time of the change feed", err)
 }
 
@@ -293,7 +297,7 @@ func (s *Store) settled(ctx context.Context) (int64, error) {
 	if u, _ := s.clock.Uncertainty(); s.clock.est.Load() != nil {
 		margin = u + s.clock.maxOffset/2
 	}
-	iter := s.session.Query(s.stmt.selectWriters).WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true).Iter()
+	iter := s.iter(s.session.Query(s.stmt.selectWriters).WithContext(ctx).Consistency(s.cfg.ReadConsistency).Idempotent(true))
 	now := ticks(s.clock.Now())
 	end := now - int64(margin/100)
 	var (

@@ -19,8 +19,12 @@ import (
 // observer turns every statement and batch the driver runs into a span
 // (OpenTelemetry database conventions), a latency sample, and, above the
 // slow threshold, a log line. It sees statements as prepared, with "?" for
-// every value, so no value reaches a span or a log.
+// every value, so no value reaches a span or a log. It gives the
+// speculative delay the latency of every read of the keyspace that
+// answered, and the slow hosts every attempt.
 type observer struct {
+	spec     *speculation
+	hosts    *slowHosts
 	tracer   trace.Tracer
 	duration metric.Float64Histogram
 	errors   metric.Int64Counter
@@ -32,13 +36,16 @@ type observer struct {
 
 type statementInfo struct {
 	query, operation, namespace, table, consistency, spanName string
+	read                                                      bool // a SELECT of the keyspace's tables
 	ok, failed                                                metric.MeasurementOption
 	spanAttrs                                                 []attribute.KeyValue
 }
 
-func newObserver(cfg *Config) (*observer, error) {
+func newObserver(cfg *Config, spec *speculation, hosts *slowHosts) (*observer, error) {
 	meter := cfg.MeterProvider.Meter("github.com/listgate/listgate/store/cql")
 	o := &observer{
+		spec:   spec,
+		hosts:  hosts,
 		tracer: cfg.TracerProvider.Tracer("github.com/listgate/listgate/store/cql"),
 		slow:   cfg.SlowQuery,
 		log:    cfg.Log,
@@ -92,7 +99,8 @@ func (o *observer) info(stmt string, batch bool) *statementInfo {
 	if batch {
 		op = "BATCH " + op
 	}
-	info := &statementInfo{query: stmt, operation: op, namespace: ns, table: table, consistency: consistency, spanName: strings.TrimSpace(op + " " + table)}
+	info := &statementInfo{query: stmt, operation: op, namespace: ns, table: table, consistency: consistency, spanName: strings.TrimSpace(op + " " + table),
+		read: op == "SELECT" && ns == o.cfg.Keyspace}
 	kind := attribute.String("db.operation.name", info.spanName)
 	info.ok = metric.WithAttributeSet(attribute.NewSet(kind, attribute.String("outcome", "ok")))
 	info.failed = metric.WithAttributeSet(attribute.NewSet(kind, attribute.String("outcome", "error")))
@@ -127,6 +135,10 @@ func (o *observer) ObserveBatch(ctx context.Context, b gocql.ObservedBatch) {
 
 func (o *observer) observe(ctx context.Context, info *statementInfo, start, end time.Time, err error, host *gocql.HostInfo, attempt int, extra attribute.KeyValue) {
 	took := end.Sub(start)
+	if err == nil && info.read {
+		o.spec.observe(took)
+	}
+	o.hosts.observe(ctx, host, took, err)
 	if err != nil {
 		o.duration.Record(ctx, took.Seconds(), info.failed)
 		o.errors.Add(ctx, 1, metric.WithAttributes(attribute.String("db.operation.name", info.spanName), semconv.ErrorTypeKey.String(errorType(err))))

@@ -207,7 +207,7 @@ func (s *Store) Migrate(ctx context.Context, sc Schema) error {
 			return classify("migrating the schema", err)
 		}
 	}
-	missing, err := s.missingFeatureColumns(ctx)
+	missing, err := s.missingFeatureColumns(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -227,9 +227,14 @@ func (s *Store) Migrate(ctx context.Context, sc Schema) error {
 // release, with their types.
 var featureColumns = []string{"max_items INT", "items_since BIGINT", "live BOOLEAN", "live_since TIMESTAMP"}
 
-// missingFeatureColumns lists those list_features lacks.
-func (s *Store) missingFeatureColumns(ctx context.Context) ([]string, error) {
-	iter := s.session.Query(s.stmt.schemaColumns, s.cfg.Keyspace).WithContext(ctx).Consistency(gocql.One).Idempotent(true).Iter()
+// missingFeatureColumns lists those list_features lacks, as the node
+// hostID sees it ("": any node).
+func (s *Store) missingFeatureColumns(ctx context.Context, hostID string) ([]string, error) {
+	q := s.session.Query(s.stmt.schemaColumns, s.cfg.Keyspace).WithContext(ctx).Consistency(gocql.One).Idempotent(true)
+	if hostID != "" {
+		q = q.SetHostID(hostID)
+	}
+	iter := q.Iter()
 	have := map[string]bool{}
 	var name string
 	for iter.Scan(&name) {
@@ -248,8 +253,41 @@ func (s *Store) missingFeatureColumns(ctx context.Context) ([]string, error) {
 }
 
 // Ready reports whether the cluster answers and the schema is in place.
+// Every node the driver knows is asked at once, and the first to answer
+// decides: the driver routes one question to the same node every time, so
+// one node frozen or cut off (a long pause, a partition) made every
+// gateway unready while the other two served them.
 func (s *Store) Ready(ctx context.Context) error {
-	iter := s.session.Query(s.stmt.schemaTables, s.cfg.Keyspace).WithContext(ctx).Consistency(gocql.One).Idempotent(true).Iter()
+	hosts := s.session.GetHosts()
+	if len(hosts) == 0 {
+		return s.readyOn(ctx, "")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the nodes slower than the first to answer
+	answers := make(chan error, len(hosts))
+	for _, h := range hosts {
+		go func() { answers <- s.readyOn(ctx, h.HostID()) }()
+	}
+	var first error // the quickest to come says most: a table missing, a node refusing
+	for range hosts {
+		err := <-answers
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// readyOn is Ready as the node hostID answers it ("": any node).
+func (s *Store) readyOn(ctx context.Context, hostID string) error {
+	q := s.session.Query(s.stmt.schemaTables, s.cfg.Keyspace).WithContext(ctx).Consistency(gocql.One).Idempotent(true)
+	if hostID != "" {
+		q = q.SetHostID(hostID)
+	}
+	iter := q.Iter()
 	tables := map[string]bool{}
 	var name string
 	for iter.Scan(&name) {
@@ -263,7 +301,7 @@ func (s *Store) Ready(ctx context.Context) error {
 			return fmt.Errorf("table %s.%s is missing: run with --migrate", s.cfg.Keyspace, t)
 		}
 	}
-	missing, err := s.missingFeatureColumns(ctx)
+	missing, err := s.missingFeatureColumns(ctx, hostID)
 	if err != nil {
 		return err
 	}
