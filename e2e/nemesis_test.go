@@ -48,6 +48,7 @@ func TestNemesis(t *testing.T) {
 	}
 	cfg := nemesis.DefaultConfig(seed, 100*time.Second, root, dir)
 	cfg.Profile = nemesis.ShortProfile
+	cfg.Adders, cfg.Pace = 3, 25*time.Millisecond // lighter: the rest of make test may run beside it
 	cfg.Bin = builtBinary(t)
 	cfg.Out = gatewaytest.Log{T: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
