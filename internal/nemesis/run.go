@@ -235,6 +235,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // every second, until each of its subscriptions has received one.
 func arm(ctx context.Context, w *Workload, subs []*Subscriber) error {
 	rng := rand.New(rand.NewPCG(0, 0))
+	outcomes := map[string]int{} // of the markers' adds, by code ("" acknowledged)
 	for deadline := time.Now().Add(90 * time.Second); ; {
 		pending := map[listRef]bool{}
 		for _, s := range subs {
@@ -246,13 +247,14 @@ func arm(ctx context.Context, w *Workload, subs []*Subscriber) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("subscriptions to %v received no item in 90 s", pending)
+			return fmt.Errorf("subscriptions to %v received no item in 90 s; the markers' adds: %v (by code, \"\" acknowledged)", pending, outcomes)
 		}
 		for l := range pending {
 			a := w.newAdd(rng, l, 1)
 			a.Marker = true
 			if g := w.pick(rng); g != nil {
 				w.addOne(g, a)
+				outcomes[a.Code]++
 			}
 		}
 		if !sleep(ctx, time.Second) {
