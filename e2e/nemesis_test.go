@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,15 +50,37 @@ func TestNemesis(t *testing.T) {
 	}
 	cfg := nemesis.DefaultConfig(seed, 100*time.Second, root, dir)
 	cfg.Profile = nemesis.ShortProfile
+	cfg.Adders, cfg.Pace = 3, 25*time.Millisecond // lighter: the rest of make test may run beside it
 	cfg.Bin = builtBinary(t)
 	cfg.Out = gatewaytest.Log{T: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	res, err := nemesis.Run(ctx, cfg)
+	if err != nil || !res.OK() {
+		logTails(t, dir) // the run's folder goes with the test
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !res.OK() {
 		t.Error(res.Line())
+	}
+}
+
+// logTails shows the last lines of the run's gateway logs, and the
+// warnings and errors of its nodes' logs.
+func logTails(t *testing.T, dir string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if strings.HasSuffix(f, ".system.log") {
+			lines = slices.DeleteFunc(lines, func(l string) bool { return !strings.HasPrefix(l, "WARN") && !strings.HasPrefix(l, "ERROR") })
+		}
+		t.Logf("the last lines of %s:\n%s", filepath.Base(f), strings.Join(lines[max(0, len(lines)-40):], "\n"))
 	}
 }

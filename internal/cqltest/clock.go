@@ -40,6 +40,17 @@ const ClockedPort = 9044
 // testenv.Missing.
 func StartClockedCluster(t testing.TB, offsets ...time.Duration) []*ClockedNode {
 	t.Helper()
+	return startClockedCluster(t, clockedPorts{ClockedPort, 7002, 7304}, offsets...)
+}
+
+// clockedPorts are one clocked cluster's ports: CQL, storage, and the
+// first node's JMX. Nodes on the same addresses and ports share
+// scripts/cassandra's folders: two clusters of them, in two test binaries
+// that go test runs at once, would stop and reset each other's nodes.
+type clockedPorts struct{ cql, storage, jmx int }
+
+func startClockedCluster(t testing.TB, ports clockedPorts, offsets ...time.Duration) []*ClockedNode {
+	t.Helper()
 	if len(offsets) < 2 || len(offsets) > 3 {
 		t.Fatalf("StartClockedCluster starts two or three nodes, not %d", len(offsets))
 	}
@@ -47,15 +58,15 @@ func StartClockedCluster(t testing.TB, offsets ...time.Duration) []*ClockedNode 
 	dir := t.TempDir() // made before the nodes, so removed after they are killed
 	var seeds []string
 	for i := range offsets {
-		seeds = append(seeds, fmt.Sprintf("127.0.0.%d:7002", 4+i))
+		seeds = append(seeds, fmt.Sprintf("127.0.0.%d:%d", 4+i, ports.storage))
 	}
 	var nodes []*ClockedNode
 	for i, offset := range offsets {
 		addr := fmt.Sprintf("127.0.0.%d", 4+i)
 		n := &ClockedNode{offsetFile: filepath.Join(dir, addr+".offset")}
 		n.Node = NewNode(t, addr,
-			"CASSANDRA_CLUSTER=listgate-clocked", "CASSANDRA_PORT="+strconv.Itoa(ClockedPort), "CASSANDRA_STORAGE_PORT=7002",
-			fmt.Sprintf("CASSANDRA_JMX_PORT=%d", 7304+i), "CASSANDRA_SEEDS="+strings.Join(seeds, ","),
+			"CASSANDRA_CLUSTER=listgate-clocked", "CASSANDRA_PORT="+strconv.Itoa(ports.cql), "CASSANDRA_STORAGE_PORT="+strconv.Itoa(ports.storage),
+			fmt.Sprintf("CASSANDRA_JMX_PORT=%d", ports.jmx+i), "CASSANDRA_SEEDS="+strings.Join(seeds, ","),
 			"CASSANDRA_CLOCK_OFFSET_FILE="+n.offsetFile)
 		n.SetClockOffset(offset)
 		nodes = append(nodes, n)

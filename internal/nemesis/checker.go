@@ -407,7 +407,8 @@ func (c *checker) checkReadiness() {
 	off := func(s sample) bool {
 		for _, e := range c.events {
 			struck := (e.Fault.Kind == IsolateGateway || e.Fault.Kind == KillGateway) && gatewayName(e.Fault.Gateway) == s.Gateway
-			if struck && !s.At.Before(e.Began) && s.At.Before(e.End().Add(readyAfterHeal)) {
+			// Asked before the fault, an answer may come after it struck.
+			if struck && !s.At.Add(s.Took).Before(e.Began) && s.At.Before(e.End().Add(readyAfterHeal)) {
 				return true
 			}
 		}

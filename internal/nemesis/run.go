@@ -220,7 +220,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	c.adds, c.requests, c.reads = work.hist.snapshot()
 	c.samples = ready.snapshot()
 	res := c.check()
-	if err := writeHistory(filepath.Join(cfg.Dir, "history.jsonl"), c.adds, subs); err != nil {
+	if err := writeHistory(filepath.Join(cfg.Dir, "history.jsonl"), c, subs); err != nil {
 		fmt.Fprintf(out, "writing the history: %v\n", err)
 	}
 	c.report(out)
@@ -235,6 +235,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // every second, until each of its subscriptions has received one.
 func arm(ctx context.Context, w *Workload, subs []*Subscriber) error {
 	rng := rand.New(rand.NewPCG(0, 0))
+	outcomes := map[string]int{} // of the markers' adds, by code ("" acknowledged)
 	for deadline := time.Now().Add(90 * time.Second); ; {
 		pending := map[listRef]bool{}
 		for _, s := range subs {
@@ -246,13 +247,14 @@ func arm(ctx context.Context, w *Workload, subs []*Subscriber) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("subscriptions to %v received no item in 90 s", pending)
+			return fmt.Errorf("subscriptions to %v received no item in 90 s; the markers' adds: %v (by code, \"\" acknowledged)", pending, outcomes)
 		}
 		for l := range pending {
 			a := w.newAdd(rng, l, 1)
 			a.Marker = true
 			if g := w.pick(rng); g != nil {
 				w.addOne(g, a)
+				outcomes[a.Code]++
 			}
 		}
 		if !sleep(ctx, time.Second) {
@@ -292,17 +294,23 @@ func (h *History) snapshotAdds() []*add {
 	return append([]*add(nil), h.adds...)
 }
 
-// writeHistory writes every add, and every subscription with what it
-// received, one JSON object a line, to Dir/history.jsonl: what a failure
-// is read back from.
-func writeHistory(path string, adds []*add, subs []*Subscriber) error {
+// writeHistory writes every fault as it ran, every add, every /readyz
+// answer, and every subscription with what it received, one JSON object
+// a line, to Dir/history.jsonl: what a failure is read back from.
+func writeHistory(path string, c *checker, subs []*Subscriber) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	enc := json.NewEncoder(f)
-	for _, a := range adds {
+	for _, e := range c.events {
+		enc.Encode(map[string]any{"fault": e.Fault.String(), "began": e.Began, "healed": e.Healed, "answered": e.Answered, "note": e.Note})
+	}
+	for _, a := range c.adds {
 		enc.Encode(map[string]any{"add": a})
+	}
+	for _, s := range c.samples {
+		enc.Encode(map[string]any{"readyz": s})
 	}
 	for _, s := range subs {
 		started, deliveries, sessions, gaps := s.snapshot()

@@ -200,3 +200,71 @@ func TestRecordWrittenTwiceIsReadOnce(t *testing.T) {
 	}
 	check("ListFeed", changes)
 }
+
+// slowRecords holds up, once on is set, every write of a change record:
+// as a node that answers late (frozen, or behind a slow link) would.
+type slowRecords struct {
+	batches gocql.BatchObserver
+	queries gocql.QueryObserver
+	on      *atomic.Bool
+	delay   time.Duration
+}
+
+func (o slowRecords) ObserveBatch(ctx context.Context, b gocql.ObservedBatch) {
+	o.batches.ObserveBatch(ctx, b)
+	if o.on.Load() && strings.Contains(strings.Join(b.Statements, ";"), "list_changes") {
+		time.Sleep(o.delay)
+	}
+}
+
+func (o slowRecords) ObserveQuery(ctx context.Context, q gocql.ObservedQuery) {
+	o.queries.ObserveQuery(ctx, q)
+	if o.on.Load() && strings.Contains(q.Statement, "INSERT INTO") && strings.Contains(q.Statement, "list_changes") {
+		time.Sleep(o.delay)
+	}
+}
+
+// A live add answers by its deadline, however long its record takes to
+// write: the add fails (it may still be written, all of it), and the
+// record, written under the gateway's lease whatever the client does,
+// still reaches subscriptions; whether the record went in the add's batch
+// (a small one) or beside it (one too large to share a batch).
+func TestLiveAddAnswersByItsDeadline(t *testing.T) {
+	for _, size := range []int{8, 4 << 10} {
+		t.Run(fmt.Sprintf("%d bytes", size), func(t *testing.T) {
+			cfg := cqltest.Config(t)
+			on := &atomic.Bool{}
+			s, err := cql.OpenTuned(context.Background(), cfg, func(c *gocql.ClusterConfig) {
+				o := slowRecords{batches: c.BatchObserver, queries: c.QueryObserver, on: on, delay: 1500 * time.Millisecond}
+				c.BatchObserver, c.QueryObserver = o, o
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			l := liveList(t, s, fmt.Sprint("deadline", size))
+			head, err := store.AwaitHead(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			value := strings.Repeat("d", size)
+			on.Store(true)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			began := time.Now()
+			_, err = s.AddItems(ctx, l, []store.NewItem{{Timestamp: time.Now().UnixNano(), Value: []byte(value)}})
+			took := time.Since(began)
+			on.Store(false)
+			if took > time.Second {
+				t.Errorf("the add answered %v after it began, past its deadline of 300 ms (err %v)", took.Round(time.Millisecond), err)
+			}
+			if err == nil {
+				t.Errorf("the add whose record was still being written at its deadline succeeded")
+			}
+			changes := readAll(t, s, l, head, 30*time.Second)
+			if len(changes) != 1 || string(changes[0].Items[0].Value) != value {
+				t.Fatalf("read %d records, want the add's", len(changes))
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package cql
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -207,7 +208,7 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 // server as a warning, and past batch_size_fail_threshold (50 KiB)
 // refused. The record's write runs under this gateway's lease of the
 // feed (lease.go), whatever the add's client does; while it runs, readers
-// wait for it.
+// wait for it. The add answers by its deadline all the same (recorded).
 func (s *Store) write(ctx context.Context, b *gocql.Batch, l store.List, writes []store.Write) error {
 	if err := ctx.Err(); err != nil {
 		return err // past its deadline, an add writes nothing, record included
@@ -219,27 +220,45 @@ func (s *Store) write(ctx context.Context, b *gocql.Batch, l store.List, writes 
 	if err != nil {
 		return err
 	}
-	defer done()
+	recorded := make(chan error, 1)
 	if size <= s.sharedRecord {
 		b.Type = gocql.UnloggedBatch
 		b.Entries = append(b.Entries, rec)
 		b.SetConsistency(s.feedWrite)
-		if err := s.session.ExecuteBatch(b.WithContext(rctx)); err != nil {
-			return recordFailed(err)
-		}
-		return nil
+		go func() {
+			defer done()
+			recorded <- s.session.ExecuteBatch(b.WithContext(rctx))
+		}()
+		return s.recorded(ctx, recorded)
 	}
-	recorded := make(chan error, 1)
 	go func() {
+		defer done()
 		recorded <- s.session.Query(rec.Stmt, rec.Args...).WithContext(rctx).Consistency(s.feedWrite).Idempotent(true).Exec()
 	}()
-	err = s.session.ExecuteBatch(b)
-	rerr := <-recorded
-	if err != nil {
+	if err := s.session.ExecuteBatch(b); err != nil {
 		return classify("adding list items", err)
 	}
-	if rerr != nil {
-		return recordFailed(rerr)
+	return s.recorded(ctx, recorded)
+}
+
+// recorded waits for the write of an add's record, and answers for the
+// add by its deadline: a record (or the batch it went in) still being
+// written then goes on under the lease, and the add fails as one whose
+// statements timed out does, written or not, all of it. A client that
+// hung up is answered once the write ends: nobody waits for it.
+func (s *Store) recorded(ctx context.Context, recorded <-chan error) error {
+	var err error
+	select {
+	case err = <-recorded:
+	case <-ctx.Done():
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = <-recorded
+			break
+		}
+		return classify("adding list items", ctx.Err())
+	}
+	if err != nil {
+		return recordFailed(err)
 	}
 	return nil
 }
