@@ -20,7 +20,7 @@ import (
 // both, and one gateway's adds in their order. With the nodes' clocks
 // past --max-clock-offset apart, a new subscription is refused
 // CLOCK_SKEW, adds go on, and once they agree again subscriptions start.
-func TestLiveListsWithClocksApart(t *testing.T) {
+func TestClusterLiveListsWithClocksApart(t *testing.T) {
 	began := time.Now()
 	nodes := cqltest.StartClockedCluster(t, 50*time.Millisecond, -50*time.Millisecond)
 	started := time.Since(began)

@@ -30,7 +30,7 @@ const nemesisSeed = 39
 // is lost or altered, no failed one is in part, no subscription missed or
 // twice received an add, no request ran past its deadline, /readyz told
 // the truth, and every gateway ended well on SIGTERM.
-func TestNemesis(t *testing.T) {
+func TestClusterNemesis(t *testing.T) {
 	testenv.Program(t, "java", "a JDK 17 on PATH, which scripts/cassandra runs Cassandra nodes with")
 	testenv.Program(t, "javac", "a JDK 17 on PATH, whose javac scripts/cassandra builds the nodes' clock with")
 	root, err := filepath.Abs("..")

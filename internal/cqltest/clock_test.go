@@ -15,11 +15,11 @@ import (
 // it: what a CQL client reads as each node's time (now(), a cell's
 // WRITETIME) is that far off, one node stepped 200 ms further is seen to
 // move, and an idle node does not spin (as one under libfaketime does).
-func TestClockedCluster(t *testing.T) {
+func TestClusterClocksApart(t *testing.T) {
 	began := time.Now()
 	ahead, behind := 50*time.Millisecond, -50*time.Millisecond
 	// Ports of its own: go test ./... runs this package beside e2e, whose
-	// TestLiveListsWithClocksApart starts StartClockedCluster's nodes.
+	// TestClusterLiveListsWithClocksApart starts StartClockedCluster's nodes.
 	nodes := startClockedCluster(t, clockedPorts{9045, 7003, 7307}, ahead, behind)
 	started := time.Since(began)
 	sessions := make([]*gocql.Session, len(nodes))

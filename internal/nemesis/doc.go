@@ -5,7 +5,7 @@
 // a seeded schedule of faults (schedule.go, faults.go), a workload of adds,
 // reads, counts and resuming subscriptions (workload.go, subscriber.go,
 // readiness.go), and the checker of its history (checker.go). Run drives a
-// run; `make nemesis` and e2e's TestNemesis call it.
+// run; `make nemesis` and e2e's TestClusterNemesis call it.
 //
 // It only ever stops, signals or resets the nodes and gateways it started
 // itself, on its own addresses and ports, and touches no traffic but its

@@ -26,7 +26,7 @@ import (
 // on Cassandra for). The bounds are the freeze's halves, which no load on
 // the machine can cross: a read that waits for the node cannot end before
 // it thaws, and one retried on it fails or waits for it.
-func TestFrozenNodeHoldsNoReadUp(t *testing.T) {
+func TestClusterFrozenNodeHoldsNoReadUp(t *testing.T) {
 	const freeze = 4 * time.Second
 	nodes := cqltest.StartSlowNodeCluster(t)
 	var hosts []string
