@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -457,8 +458,8 @@ func (w costWalk) buckets(f *ast.Field) (int, error) {
 		*w.varies = true
 		to, okTo = w.lists.Now().UnixNano(), true
 	}
-	if !ok || !okFrom || !okTo {
-		return 1, nil
+	if !ok || !okFrom || !okTo || seconds > math.MaxInt32 {
+		return 1, nil // gqlgen refuses a bucketSeconds past a 32-bit Int
 	}
 	return w.lists.CheckBuckets(from, to, seconds*int64(time.Second))
 }
