@@ -349,8 +349,10 @@ const keyRowsPerPoint = 10
 // field may read: a page costs its items' fields (limit, default 100),
 // plus the keys it may look at beyond them (a distinct page, a page of a
 // feature created again, a capped list's page below its newest item); a
-// count, a search or a removal the keys it may look at (--max-count), a
-// search its items too, a removal what it deletes; entities their lists;
+// count or a histogram the keys it may look at (scanRows), a histogram
+// its buckets too; a search or a removal the keys it may look at
+// (--max-count), a search its items too, a removal what it deletes;
+// entities their lists;
 // an add its items; a list of features the fields of each feature the
 // catalog's snapshot holds.
 func (w costWalk) fieldCost(field string, f *ast.Field, child int) (int, error) {

@@ -116,11 +116,11 @@ func (s *Service) Count(ctx context.Context, q CountQuery) (int, error) {
 // tooManyRows is the error of a count or histogram that would look at
 // more than rows rows.
 func (s *Service) tooManyRows(what string, f *store.Feature, entityID string, rows int) error {
-	bound := "more than one " + what + " may look at (--max-count)"
 	if rows < s.limits.MaxCount {
-		bound = fmt.Sprintf("this %s's share of the keys its operation may look at (its counts and histograms share what --max-complexity leaves, up to --max-count, %d, each); count in fewer per operation, or", what, s.limits.MaxCount)
+		return fmt.Errorf("%w %s of %s/%s: the window holds more than %d items, this %s's share of the keys its operation may look at (its counts and histograms share what --max-complexity leaves, each up to --max-count, %d); narrow it with minTimestamp and maxTimestamp, or count in fewer per operation",
+			errkind.Invalid, what, f.Key(), entityID, rows, what, s.limits.MaxCount)
 	}
-	return fmt.Errorf("%w %s of %s/%s: the window holds more than %d items, %s; narrow it with minTimestamp and maxTimestamp", errkind.Invalid, what, f.Key(), entityID, rows, bound)
+	return fmt.Errorf("%w %s of %s/%s: the window holds more than %d items, more than one %s may look at (--max-count); narrow it with minTimestamp and maxTimestamp", errkind.Invalid, what, f.Key(), entityID, rows, what)
 }
 
 // HistogramQuery asks how many items a list holds in each bucket of a
