@@ -190,6 +190,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.IntVar(&c.Limits.MaxCount, "max-count", endpoint.DefaultLimits.MaxCount, "most items one listCount, or one listContains, may look at")
 	fs.IntVar(&c.Limits.MaxScanFactor, "max-scan-factor", endpoint.DefaultLimits.MaxScanFactor, "rows a distinct page (or one of a feature created again) may look at, per item of its limit")
 	fs.IntVar(&c.Limits.MaxValues, "max-values", endpoint.DefaultLimits.MaxValues, "most values in one listContains or removeListItemsWithValues")
+	fs.IntVar(&c.Limits.MaxBuckets, "max-buckets", endpoint.DefaultLimits.MaxBuckets, "most buckets of one listHistogram")
 	fs.IntVar(&c.Limits.MaxBatchLists, "max-batch-lists", endpoint.DefaultLimits.MaxBatchLists, "most lists in one addListItemsBatch")
 	fs.IntVar(&c.Limits.MaxDepth, "max-depth", endpoint.DefaultLimits.MaxDepth, "deepest nesting of fields in one operation")
 	fs.IntVar(&c.Limits.MaxComplexity, "max-complexity", endpoint.DefaultLimits.MaxComplexity, "largest operation complexity (a list counts its fields times its limit; listFeatures its fields times the features it may return)")
@@ -380,6 +381,8 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 		return c, fmt.Errorf("--max-pending-websockets, --max-pending-websockets-per-address and --max-websocket-operations must be 1 or more, --websocket-init-timeout above 0")
 	case c.Limits.MaxCount < 1 || c.Limits.MaxScanFactor < 1 || c.Limits.MaxValues < 1 || c.Limits.MaxBatchLists < 1:
 		return c, fmt.Errorf("--max-count, --max-scan-factor, --max-values and --max-batch-lists must be 1 or more")
+	case c.Limits.MaxBuckets < 1 || c.Limits.MaxBuckets > store.MaxBuckets:
+		return c, fmt.Errorf("--max-buckets %d: must be from 1 to %d", c.Limits.MaxBuckets, store.MaxBuckets)
 	case c.Limits.MaxDepth < 3 || c.Limits.MaxComplexity < 1 || c.Limits.MaxBodyBytes < 1024 || c.Limits.RequestTimeout <= 0:
 		return c, fmt.Errorf("limits: --max-depth must be 3 or more, --max-complexity 1 or more, --max-body-bytes 1024 or more, --request-timeout above 0")
 	case c.Limits.MaxTokens < 1000 || c.Limits.MaxFields < 100 || c.Limits.MaxResponseBytes < 1<<20 || c.Limits.MaxInFlight < 1:

@@ -8,6 +8,7 @@
 package endpoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,7 @@ type Limits struct {
 	MaxCount         int   // rows one listCount or listContains may look at
 	MaxScanFactor    int   // rows a distinct page may look at, per item of its limit
 	MaxValues        int   // values of one listContains or removeListItemsWithValues
+	MaxBuckets       int   // buckets of one listHistogram; 0: the default
 	MaxBatchLists    int   // lists of one addListItemsBatch
 	MaxDepth         int   // deepest nesting of fields
 	MaxComplexity    int   // a list costs its fields times its limit (listFeatures times the features it may return); introspection its real lists
@@ -81,7 +83,7 @@ type Limits struct {
 // complexity limit (TestDefaultLimitsAgree), and so does GraphiQL's
 // introspection query.
 var DefaultLimits = Limits{
-	MaxListLimit: 1000, MaxEntities: 100, MaxCount: 100_000, MaxScanFactor: 10, MaxValues: 1000, MaxBatchLists: 1000,
+	MaxListLimit: 1000, MaxEntities: 100, MaxCount: 100_000, MaxScanFactor: 10, MaxValues: 1000, MaxBuckets: 1440, MaxBatchLists: 1000,
 	MaxDepth: 10, MaxComplexity: 100_000,
 	MaxTokens: 20_000, MaxFields: 1000, MaxBodyBytes: 1 << 20, MaxResponseBytes: 32 << 20,
 	MaxInFlight: 256, MaxInFlightComplexity: 300_000, MaxInFlightResponseBytes: 256 << 20, RequestTimeout: 10 * time.Second, QueryCacheBytes: 64 << 20, APQCacheBytes: 16 << 20,
@@ -185,6 +187,7 @@ func New(cfg Config) (*Handler, error) {
 		Limits: lists.Limits{
 			MaxListLimit: cfg.Limits.MaxListLimit, MaxEntities: cfg.Limits.MaxEntities, MaxResponseBytes: cfg.Limits.MaxResponseBytes,
 			MaxCount: cfg.Limits.MaxCount, MaxScanFactor: cfg.Limits.MaxScanFactor, MaxValues: cfg.Limits.MaxValues, MaxBatchLists: cfg.Limits.MaxBatchLists,
+			MaxBuckets: cmp.Or(cfg.Limits.MaxBuckets, DefaultLimits.MaxBuckets),
 		},
 	})
 	if err != nil {

@@ -285,20 +285,26 @@ func TestComplexityFollowsRowsRead(t *testing.T) {
 	for i := range ids {
 		ids[i] = fmt.Sprint("u", i)
 	}
-	for _, q := range []string{
-		`query($ids: [ID!]!) { entities(type: "$type", entityIds: $ids) { listCount(feature: "f") } }`,
-		`query($ids: [ID!]!) { entities(type: "$type", entityIds: $ids) { listContains(feature: "f", values: ["a"]) { value } } }`,
+	var eleven strings.Builder
+	for i := range 11 {
+		fmt.Fprintf(&eleven, ` c%d: listCount(feature: "f", minTimestamp: "1970-01-01T00:00:00.00000000%dZ")`, i, i+1)
+	}
+	for _, c := range []struct{ q, complexity string }{
+		// Counts share what the operation leaves, but not below 1,000
+		// keys each: 1,100 of them do not.
+		{`query($ids: [ID!]!) { entities(type: "$type", entityIds: $ids) {` + eleven.String() + ` } }`, "complexity 11001101,"},
+		{`query($ids: [ID!]!) { entities(type: "$type", entityIds: $ids) { listContains(feature: "f", values: ["a"]) { value } } }`, "complexity 1000"},
 	} {
-		e := g.fails(q, map[string]any{"ids": ids}, "BAD_USER_INPUT", "--max-complexity")
-		if !strings.Contains(e.Message, "complexity 1000") {
-			t.Errorf("%s: %s; want a complexity of 100 × (1 + 100,000 keys / 10)", q, e.Message)
+		e := g.fails(c.q, map[string]any{"ids": ids}, "BAD_USER_INPUT", "--max-complexity")
+		if !strings.Contains(e.Message, c.complexity) {
+			t.Errorf("%s: %s; want a %s: 1 + 100 × (1 + fields × (1 + 100,000 keys / 10))", c.q, e.Message, c.complexity)
 		}
 	}
 	if n := s.scans.Load(); n != 0 {
 		t.Fatalf("%d counts or searches ran", n)
 	}
-	// Ten of them fit.
-	g.ok(`query($ids: [ID!]!) { entities(type: "$type", entityIds: $ids) { listCount(feature: "f") } }`, map[string]any{"ids": ids[:9]}, nil)
+	// A hundred counts share the operation: each may look at 9,980 keys.
+	g.ok(`query($ids: [ID!]!) { entities(type: "$type", entityIds: $ids) { listCount(feature: "f") } }`, map[string]any{"ids": ids}, nil)
 
 	g.ok(`mutation { createListFeature(input: {entityType: "$type", name: "capped", valueType: STRING, ttlSeconds: 3600, maxItems: 100000}) { key } }`, nil, nil)
 	page := func(n int, after string) string {

@@ -31,6 +31,15 @@ func (r *entityResolver) ListCount(ctx context.Context, obj *model.Entity, featu
 	return ptr(int32(n)), nil
 }
 
+// ListHistogram is the resolver for the listHistogram field.
+func (r *entityResolver) ListHistogram(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp model.Time, maxTimestamp *model.Time, bucketSeconds int32) ([]model.ListBucket, error) {
+	bs, err := r.lists.Histogram(ctx, model.HistogramQuery(obj.Type, obj.EntityID, feature, version, minTimestamp, maxTimestamp, bucketSeconds))
+	if err != nil {
+		return nil, err
+	}
+	return model.ListBuckets(bs), nil
+}
+
 // ListContains is the resolver for the listContains field.
 func (r *entityResolver) ListContains(ctx context.Context, obj *model.Entity, feature string, version *string, values []values.Value, minTimestamp *model.Time) ([]*model.ListItem, error) {
 	found, err := r.lists.Contains(ctx, model.ContainsQuery(obj.Type, obj.EntityID, feature, version, values, minTimestamp, model.ShownItems(ctx)))
@@ -180,6 +189,15 @@ func (r *queryResolver) ListItems(ctx context.Context, entityType string, entity
 func (r *queryResolver) ListCount(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time) (int32, error) {
 	n, err := r.lists.Count(ctx, model.CountQuery(entityType, entityID, feature, version, minTimestamp, maxTimestamp))
 	return int32(n), err
+}
+
+// ListHistogram is the resolver for the listHistogram field.
+func (r *queryResolver) ListHistogram(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp model.Time, maxTimestamp *model.Time, bucketSeconds int32) ([]model.ListBucket, error) {
+	bs, err := r.lists.Histogram(ctx, model.HistogramQuery(entityType, entityID, feature, version, minTimestamp, maxTimestamp, bucketSeconds))
+	if err != nil {
+		return nil, err
+	}
+	return model.ListBuckets(bs), nil
 }
 
 // ListItemsAdded is the resolver for the listItemsAdded field.

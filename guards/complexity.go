@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -71,18 +72,21 @@ func (c *complexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	if oc.Operation == nil {
 		return nil
 	}
-	total, once, err := c.measure(oc)
+	m, err := c.measure(oc)
 	if err != nil {
 		return err
 	}
-	if once {
+	if m.once {
 		lists.SingleRead(ctx)
+	}
+	if m.share > 0 {
+		lists.SetScanShare(ctx, m.share)
 	}
 	op := operation.From(ctx)
 	if op == nil {
 		return nil
 	}
-	op.Cost = int64(max(total, 1))
+	op.Cost = int64(max(m.total, 1))
 	// The caller's budget is charged before anything runs.
 	q := c.callers.Charge(ctx, op.Caller, op.Principal, op.Cost)
 	op.Quota = q
@@ -134,23 +138,26 @@ func (c *complexityLimit) catchUpCharge(op *operation.Operation) watch.Charge {
 	}
 }
 
-// measure gives an operation's complexity, and whether it reads one list
-// at most (readsOnce). An operation whose figures do not depend on its
-// variables (the arguments that set a cost are literals, and it has no
-// directives and no introspection) is measured once per catalog snapshot:
-// its document comes from the parsed-query cache, the same for every
-// request of the same text, and the figures are kept with it.
-func (c *complexityLimit) measure(oc *graphql.OperationContext) (int, bool, *gqlerror.Error) {
+// measure gives an operation's figures: its complexity, whether it reads
+// one list at most (readsOnce), and its scans' share of rows
+// (shareScans). An operation whose figures do not depend on its variables
+// (the arguments that set a cost are literals, and it has no directives
+// and no introspection) is measured once per catalog snapshot: its
+// document comes from the parsed-query cache, the same for every request
+// of the same text, and the figures are kept with it.
+func (c *complexityLimit) measure(oc *graphql.OperationContext) (measured, *gqlerror.Error) {
 	generation := c.lists.CatalogGeneration()
 	if m, ok := c.measured.get(oc.Operation); ok && m.generation == generation {
-		return m.total, m.once, nil
+		return m, nil
 	}
 	varies := strings.Contains(oc.RawQuery, "@") // @skip, @include: fields by variables
-	cw := costWalk{oc: oc, schema: c.es.Schema(), lists: c.lists, varies: &varies}
+	scans := 0
+	cw := costWalk{oc: oc, schema: c.es.Schema(), lists: c.lists, varies: &varies, copies: 1, scans: &scans}
 	n, costliest, err := cw.walk(oc.Operation.SelectionSet, rootType(oc.Operation.Operation), nil)
 	if err != nil {
-		return 0, false, err
+		return measured{}, err
 	}
+	n, share := c.shareScans(n, scans)
 	w := introspectionWalk{ast: c.es.Schema(), schema: c.schema, vars: oc.Variables, budget: c.max - n}
 	w.root(oc.Operation.SelectionSet)
 	total := c.max - w.budget
@@ -159,14 +166,39 @@ func (c *complexityLimit) measure(oc *graphql.OperationContext) (int, bool, *gql
 		if len(costliest) > 0 {
 			where = costliest.String()
 		}
-		return 0, false, gqlerror.WrapPath(nil, fmt.Errorf("%w operation: complexity %d, more than the %d allowed (--max-complexity); the costliest is %s: ask for fewer items, lists or fields",
+		return measured{}, gqlerror.WrapPath(nil, fmt.Errorf("%w operation: complexity %d, more than the %d allowed (--max-complexity); the costliest is %s: ask for fewer items, lists or fields",
 			errkind.Invalid, total, c.max, where))
 	}
-	once := readsOnce(oc)
+	m := measured{total: total, once: readsOnce(oc), share: share, generation: generation}
 	if !varies {
-		c.measured.add(oc.Operation, measured{total, once, generation})
+		c.measured.add(oc.Operation, m)
 	}
-	return total, once, nil
+	return m, nil
+}
+
+// minShareRows is the fewest rows each of an operation's counts and
+// histograms may be left to look at when they share (shareScans): an
+// operation that would leave them fewer is refused, as one past
+// --max-complexity is.
+const minShareRows = 1000
+
+// shareScans prices an operation whose counts and histograms of lists
+// without a cap, each priced at the --max-count keys it may look at, take
+// it past --max-complexity: they share what the rest of it leaves, each
+// looking at no more than its share of rows, so that a dashboard's counts
+// of ten lists fit one operation. It returns the operation's complexity
+// and each scan's share of rows (0: each may look at --max-count).
+func (c *complexityLimit) shareScans(n, scans int) (int, int) {
+	if n <= c.max || scans == 0 {
+		return n, 0
+	}
+	maxCount := c.lists.Limits().MaxCount
+	rest := n - scans*(1+(maxCount+keyRowsPerPoint-1)/keyRowsPerPoint)
+	keysEach := (c.max-rest)/scans - 1
+	if rest < 0 || keysEach*keyRowsPerPoint < minShareRows {
+		return n, 0
+	}
+	return rest + scans*(1+keysEach), min(maxCount, keysEach*keyRowsPerPoint)
 }
 
 // rootType is the schema's type of an operation's root fields.
@@ -183,6 +215,7 @@ func rootType(op ast.Operation) string {
 type measured struct {
 	total int
 	once  bool
+	share int // rows each count or histogram of a list without a cap may look at; 0: --max-count
 	// generation is the catalog's when it was measured: a page's cost
 	// follows its feature's cap, a list of features' the features there
 	// are.
@@ -232,6 +265,13 @@ type costWalk struct {
 	lists      *lists.Service
 	varies     *bool  // set when a cost or a bound was read from a variable
 	entityType string // of the entities whose fields are walked
+	// copies is how many times the fields walked are resolved (the ids of
+	// the entities they are under), and scans counts, copies included,
+	// the counts and histograms priced at --max-count keys: the ones that
+	// share what --max-complexity leaves when they do not all fit
+	// (shareScans).
+	copies int
+	scans  *int
 }
 
 // fieldCosts is a path of fields, each with its cost, from the costliest
@@ -278,6 +318,9 @@ func (w costWalk) walk(sel ast.SelectionSet, typeName string, path ast.Path) (in
 		below := w
 		if field := typeName + "." + f.Name; field == "Query.entity" || field == "Query.entities" {
 			below.entityType, _ = w.arg(f.Field, "type").(string) // the entity type of its lists
+			if field == "Query.entities" {
+				below.copies = w.copies * max(1, len(asList(w.arg(f.Field, "entityIds"))))
+			}
 		}
 		child, belowCosts, err := below.walk(f.Selections, fd.Type.Name(), fpath)
 		if err != nil {
@@ -306,8 +349,10 @@ const keyRowsPerPoint = 10
 // field may read: a page costs its items' fields (limit, default 100),
 // plus the keys it may look at beyond them (a distinct page, a page of a
 // feature created again, a capped list's page below its newest item); a
-// count, a search or a removal the keys it may look at (--max-count), a
-// search its items too, a removal what it deletes; entities their lists;
+// count or a histogram the keys it may look at (scanRows), a histogram
+// its buckets too; a search or a removal the keys it may look at
+// (--max-count), a search its items too, a removal what it deletes;
+// entities their lists;
 // an add its items; a list of features the fields of each feature the
 // catalog's snapshot holds.
 func (w costWalk) fieldCost(field string, f *ast.Field, child int) (int, error) {
@@ -333,7 +378,13 @@ func (w costWalk) fieldCost(field string, f *ast.Field, child int) (int, error) 
 		}
 		return cost, nil
 	case "Query.listCount", "Entity.listCount":
-		return 1 + keys(limits.MaxCount), nil
+		return 1 + keys(w.scanRows(field, f)), nil
+	case "Query.listHistogram", "Entity.listHistogram":
+		n, err := w.buckets(f)
+		if err != nil {
+			return 0, err
+		}
+		return 1 + child*n + keys(w.scanRows(field, f)), nil
 	case "Query.listFeatures":
 		// As many features as the catalog holds: its data, not the
 		// arguments, sets how many.
@@ -384,11 +435,52 @@ func (w costWalk) fieldCost(field string, f *ast.Field, child int) (int, error) 
 	return 1 + child, nil
 }
 
-// feature is the feature a page reads, as the catalog's snapshot knows it
-// (nil when it does not: the read finds out).
+// scanRows is the most rows a count or histogram may look at: a capped
+// list's cap (its scan stops past it), or --max-count, which it then
+// shares with the operation's other such scans when they do not all fit
+// (shareScans).
+func (w costWalk) scanRows(field string, f *ast.Field) int {
+	maxCount := w.lists.Limits().MaxCount
+	if rows := store.CapRows(w.feature(field, f)); rows > 0 {
+		return min(rows, maxCount)
+	}
+	*w.scans += w.copies
+	return maxCount
+}
+
+// buckets checks a histogram's window and width, and says how many
+// buckets it has. A window left open ends at the clock, so its figures
+// are not kept. A time that does not parse is gqlgen's to refuse, later:
+// it is priced as one bucket meanwhile.
+func (w costWalk) buckets(f *ast.Field) (int, error) {
+	seconds, ok := intArg(w.arg(f, "bucketSeconds"))
+	from, okFrom := timeArg(w.arg(f, "minTimestamp"))
+	to, okTo := timeArg(w.arg(f, "maxTimestamp"))
+	if w.arg(f, "maxTimestamp") == nil {
+		*w.varies = true
+		to, okTo = w.lists.Now().UnixNano(), true
+	}
+	if !ok || !okFrom || !okTo || seconds > math.MaxInt32 {
+		return 1, nil // gqlgen refuses a bucketSeconds past a 32-bit Int
+	}
+	return w.lists.CheckBuckets(from, to, seconds*int64(time.Second))
+}
+
+// timeArg reads a Time argument as it was sent: an RFC 3339 string.
+func timeArg(v any) (int64, bool) {
+	s, _ := v.(string)
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, false
+	}
+	return t.UnixNano(), true
+}
+
+// feature is the feature a page, count or histogram reads, as the
+// catalog's snapshot knows it (nil when it does not: the read finds out).
 func (w costWalk) feature(field string, f *ast.Field) *store.Feature {
 	entityType := w.entityType
-	if field == "Query.listItems" {
+	if strings.HasPrefix(field, "Query.") {
 		entityType, _ = w.arg(f, "entityType").(string)
 	}
 	name, _ := w.arg(f, "feature").(string)
@@ -570,8 +662,9 @@ func (w *introspectionWalk) each(set ast.SelectionSet, visit func(*ast.Field)) {
 func (w *introspectionWalk) spend(n int) { w.budget -= n }
 
 // readsOnce reports whether an operation makes at most one read of a
-// list: a query whose one root field is listItems or listCount, or entity
-// with one list, listCount or listContains field.
+// list: a query whose one root field is listItems, listCount or
+// listHistogram, or entity with one list, listCount, listHistogram or
+// listContains field.
 func readsOnce(oc *graphql.OperationContext) bool {
 	if oc.Operation.Operation != ast.Query {
 		return false
@@ -581,12 +674,12 @@ func readsOnce(oc *graphql.OperationContext) bool {
 		return false
 	}
 	switch root[0].Name {
-	case "listItems", "listCount":
+	case "listItems", "listCount", "listHistogram":
 		return true
 	case "entity":
 		reads := 0
 		for _, f := range graphql.CollectFields(oc, root[0].Selections, []string{"Entity"}) {
-			if f.Name == "list" || f.Name == "listCount" || f.Name == "listContains" {
+			if f.Name == "list" || f.Name == "listCount" || f.Name == "listHistogram" || f.Name == "listContains" {
 				reads++
 			}
 		}

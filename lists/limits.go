@@ -23,6 +23,7 @@ type Limits struct {
 	// its limit (--max-scan-factor).
 	MaxScanFactor int
 	MaxValues     int // values of one search or removal (--max-values)
+	MaxBuckets    int // buckets of one histogram (--max-buckets)
 	MaxBatchLists int // lists of one batch add (--max-batch-lists)
 }
 

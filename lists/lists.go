@@ -101,6 +101,9 @@ func (s *Service) Close() {
 	s.workers.close()
 }
 
+// Now is the service's clock: what a window left open ends at.
+func (s *Service) Now() time.Time { return s.now() }
+
 // Ref names one entity's list of a feature version.
 type Ref struct {
 	EntityType, EntityID, Feature, Version string

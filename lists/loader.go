@@ -44,9 +44,10 @@ var DefaultLoaderConfig = LoaderConfig{Wait: 0, MaxBatch: 1000, Concurrency: 128
 type readOp uint8
 
 const (
-	readPage  readOp = iota // a page of items
-	readCount               // how many items a window holds
-	readFind                // the newest item holding each of some values
+	readPage      readOp = iota // a page of items
+	readCount                   // how many items a window holds
+	readFind                    // the newest item holding each of some values
+	readHistogram               // how many items each bucket of a window holds
 )
 
 // readKey names one read of one list. Equal keys in one request are read
@@ -56,21 +57,23 @@ type readKey struct {
 	op       readOp
 	feature  *store.Feature
 	entityID string
-	r        store.Range // a page's range; a count's window; a search's MinTimestamp
+	r        store.Range // a page's range; a count's or histogram's window; a search's MinTimestamp
 	values   string      // a search's encoded values (joinValues)
+	width    int64       // a histogram's bucket width, ns
 }
 
 // String names the key in the batch span's keys.
 func (k readKey) String() string {
-	return fmt.Sprintf("%s %s/%s min=%d max=%d limit=%d after=%q distinct=%v values=%d", [...]string{"page", "count", "find"}[k.op],
-		k.feature.Key(), k.entityID, k.r.MinTimestamp, k.r.MaxTimestamp, k.r.Limit, k.r.After, k.r.Distinct, len(splitValues(k.values)))
+	return fmt.Sprintf("%s %s/%s min=%d max=%d limit=%d after=%q distinct=%v values=%d width=%d", [...]string{"page", "count", "find", "histogram"}[k.op],
+		k.feature.Key(), k.entityID, k.r.MinTimestamp, k.r.MaxTimestamp, k.r.Limit, k.r.After, k.r.Distinct, len(splitValues(k.values)), k.width)
 }
 
 // readResult is what a read gives, by its op.
 type readResult struct {
-	page  store.Page
-	count int
-	found []string // item keys, "" where none holds the value
+	page    store.Page
+	count   int
+	found   []string // item keys, "" where none holds the value
+	buckets []int    // a histogram's counts
 }
 
 // loader makes the per-operation page loaders.
@@ -107,8 +110,12 @@ func newLoader(s *Service, cfg LoaderConfig, tracer trace.Tracer, meter metric.M
 type Reads struct {
 	once   sync.Once
 	loader *dataloader.Loader[readKey, readResult]
-	single atomic.Bool  // the operation makes at most one read
-	bytes  atomic.Int64 // of the list items and errors the response shows, up to MaxResponseBytes
+	single atomic.Bool // the operation makes at most one read
+	// scanShare, when not 0, is the most rows each count or histogram of
+	// a list without a cap may look at, set before the operation runs
+	// (SetScanShare).
+	scanShare int
+	bytes     atomic.Int64 // of the list items and errors the response shows, up to MaxResponseBytes
 	// catchUpCaller and catchUpCharge are whose share of the catch-up
 	// bytes a subscription's pages take, and how they are priced, set
 	// before it runs (SetCatchUp); nil: they are free.
@@ -124,6 +131,27 @@ func SetCatchUp(ctx context.Context, caller string, charge watch.Charge) {
 	if r := readsFrom(ctx); r != nil {
 		r.catchUpCaller, r.catchUpCharge = caller, charge
 	}
+}
+
+// SetScanShare says that each count or histogram of a list without a
+// cap in the operation in ctx may look at no more than rows rows: its
+// share of what the operation was priced for, when more of them than
+// --max-count each would pay for share it. Called before it runs.
+func SetScanShare(ctx context.Context, rows int) {
+	if r := readsFrom(ctx); r != nil {
+		r.scanShare = rows
+	}
+}
+
+// scanRows is the most rows one count or histogram of f may look at for
+// the operation of req: --max-count, or its share when that is lower. A
+// capped list's scan stops past its cap whatever the bound
+// (store.CapRows), and was priced so.
+func (s *Service) scanRows(req *Reads, f *store.Feature) int {
+	if req != nil && req.scanShare > 0 && store.CapRows(f) == 0 {
+		return min(s.limits.MaxCount, req.scanShare)
+	}
+	return s.limits.MaxCount
 }
 
 type readsKey struct{}
@@ -204,7 +232,10 @@ func (s *Service) read(ctx context.Context, req *Reads, k readKey) (res readResu
 	l := store.List{Feature: k.feature, EntityID: k.entityID}
 	switch k.op {
 	case readCount:
-		res.count, err = s.store.Count(ctx, l, store.Window{MinTimestamp: k.r.MinTimestamp, MaxTimestamp: k.r.MaxTimestamp}, s.limits.MaxCount)
+		res.count, err = s.store.Count(ctx, l, store.Window{MinTimestamp: k.r.MinTimestamp, MaxTimestamp: k.r.MaxTimestamp}, s.scanRows(req, k.feature))
+	case readHistogram:
+		b := store.Buckets{Window: store.Window{MinTimestamp: k.r.MinTimestamp, MaxTimestamp: k.r.MaxTimestamp}, Width: k.width}
+		res.buckets, err = s.store.Histogram(ctx, l, b, s.scanRows(req, k.feature))
 	case readFind:
 		res.found, err = s.store.Find(ctx, l, splitValues(k.values), k.r.MinTimestamp, s.limits.MaxCount)
 	default:

@@ -108,9 +108,94 @@ func (s *Service) Count(ctx context.Context, q CountQuery) (int, error) {
 	}
 	res, err := s.load(ctx, readKey{op: readCount, feature: f, entityID: q.EntityID, r: store.Range{MinTimestamp: w.MinTimestamp, MaxTimestamp: w.MaxTimestamp}})
 	if errors.Is(err, store.ErrTooManyRows) {
-		return 0, fmt.Errorf("%w count of %s/%s: the window holds more than %d items, more than one count may look at (--max-count); narrow it with minTimestamp and maxTimestamp", errkind.Invalid, f.Key(), q.EntityID, s.limits.MaxCount)
+		return 0, s.tooManyRows("count", f, q.EntityID, s.scanRows(readsFrom(ctx), f))
 	}
 	return res.count, err
+}
+
+// tooManyRows is the error of a count or histogram that would look at
+// more than rows rows.
+func (s *Service) tooManyRows(what string, f *store.Feature, entityID string, rows int) error {
+	if rows < s.limits.MaxCount {
+		return fmt.Errorf("%w %s of %s/%s: the window holds more than %d items, this %s's share of the keys its operation may look at (its counts and histograms share what --max-complexity leaves, each up to --max-count, %d); narrow it with minTimestamp and maxTimestamp, or count in fewer per operation",
+			errkind.Invalid, what, f.Key(), entityID, rows, what, s.limits.MaxCount)
+	}
+	return fmt.Errorf("%w %s of %s/%s: the window holds more than %d items, more than one %s may look at (--max-count); narrow it with minTimestamp and maxTimestamp", errkind.Invalid, what, f.Key(), entityID, rows, what)
+}
+
+// HistogramQuery asks how many items a list holds in each bucket of a
+// window: from MinTimestamp, Width ns each, the last ending at
+// MaxTimestamp.
+type HistogramQuery struct {
+	Ref
+	MinTimestamp int64  // ns, inclusive
+	MaxTimestamp *int64 // ns, inclusive; nil: now
+	Width        int64  // ns
+}
+
+// Bucket is one bucket of a histogram: the items from Start on, up to
+// the next bucket's start.
+type Bucket struct {
+	Start int64 // ns
+	Count int
+}
+
+// CheckBuckets checks a histogram's window and width, and says how many
+// buckets it makes: at most MaxBuckets.
+func (s *Service) CheckBuckets(minTimestamp, maxTimestamp, width int64) (int, error) {
+	switch {
+	case width < 1:
+		return 0, fmt.Errorf("%w bucketSeconds: must be at least 1", errkind.Invalid)
+	case minTimestamp < 0:
+		return 0, fmt.Errorf("%w minTimestamp: before 1970-01-01", errkind.Invalid)
+	case maxTimestamp < minTimestamp:
+		return 0, fmt.Errorf("%w maxTimestamp: before minTimestamp", errkind.Invalid)
+	}
+	n := (maxTimestamp-minTimestamp)/width + 1
+	if n > int64(s.limits.MaxBuckets) {
+		return 0, fmt.Errorf("%w histogram: %d buckets from minTimestamp to maxTimestamp, more than the %d one histogram may hold (--max-buckets); widen the buckets or narrow the window", errkind.Invalid, n, s.limits.MaxBuckets)
+	}
+	return int(n), nil
+}
+
+// Histogram counts a list's items in each bucket of a window, through the
+// operation's loader: one read of the window's keys, however many buckets.
+func (s *Service) Histogram(ctx context.Context, q HistogramQuery) ([]Bucket, error) {
+	maxTimestamp := s.now().UnixNano()
+	if q.MaxTimestamp != nil {
+		maxTimestamp = *q.MaxTimestamp
+	}
+	n, err := s.CheckBuckets(q.MinTimestamp, maxTimestamp, q.Width)
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.catalog.Feature(ctx, q.EntityType, q.Feature, q.Version)
+	if err != nil {
+		return nil, err
+	}
+	if err := keys.ValidateEntityID(q.EntityID); err != nil {
+		return nil, err
+	}
+	k := readKey{op: readHistogram, feature: f, entityID: q.EntityID, r: store.Range{MinTimestamp: q.MinTimestamp, MaxTimestamp: maxTimestamp}, width: q.Width}
+	var counts []int
+	if maxTimestamp >= 1 { // items are stamped after 1970-01-01T00:00:00Z: an earlier window is empty
+		res, err := s.load(ctx, k)
+		if errors.Is(err, store.ErrTooManyRows) {
+			return nil, s.tooManyRows("histogram", f, q.EntityID, s.scanRows(readsFrom(ctx), f))
+		}
+		if err != nil {
+			return nil, err
+		}
+		counts = res.buckets
+	}
+	out := make([]Bucket, n)
+	for i := range out {
+		out[i].Start = q.MinTimestamp + int64(i)*q.Width
+		if i < len(counts) {
+			out[i].Count = counts[i]
+		}
+	}
+	return out, nil
 }
 
 // ContainsQuery asks, for each of some values, for the newest item of a

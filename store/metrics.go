@@ -30,11 +30,14 @@ func Instrument(s Store, mp metric.MeterProvider) (*Instrumented, error) {
 			return nil, err
 		}
 	}
+	if in.features, err = newFeatureMetrics(meter); err != nil {
+		return nil, err
+	}
 	if in.duration, err = meter.Float64Histogram("listgate.list.operation.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of list operations on the store, by operation and outcome.")); err != nil {
 		return nil, err
 	}
-	for _, op := range []string{"items", "count", "find", "since", "add", "remove_values", "remove_all"} {
+	for _, op := range []string{"items", "count", "histogram", "find", "since", "add", "remove_values", "remove_all"} {
 		in.outcomes[op] = [2]metric.MeasurementOption{
 			metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", "ok"))),
 			metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", "error"))),
@@ -49,6 +52,7 @@ type Instrumented struct {
 	read, added, expired, removed metric.Int64Counter
 	duration                      metric.Float64Histogram
 	outcomes                      map[string][2]metric.MeasurementOption
+	features                      *featureMetrics
 	writes                        *writesInFlight
 }
 
@@ -56,18 +60,24 @@ type Instrumented struct {
 // a feature created or deleted) has been running; 0 when none is.
 func (s *Instrumented) OldestWrite() time.Duration { return s.writes.oldest(time.Now()) }
 
-func (s *Instrumented) done(ctx context.Context, op string, start time.Time, err error) {
+// done records one operation op on the list l: its duration and outcome,
+// and, by its feature, the operation and the items it added, read or
+// removed.
+func (s *Instrumented) done(ctx context.Context, op string, l List, items int, start time.Time, err error) {
 	o := s.outcomes[op][0]
 	if err != nil {
 		o = s.outcomes[op][1]
 	}
 	s.duration.Record(ctx, time.Since(start).Seconds(), o)
+	if l.Feature != nil {
+		s.features.record(ctx, l.Feature.Key(), op, items, err)
+	}
 }
 
 func (s *Instrumented) Items(ctx context.Context, l List, r Range) (Page, error) {
 	start := time.Now()
 	p, err := s.Store.Items(ctx, l, r)
-	s.done(ctx, "items", start, err)
+	s.done(ctx, "items", l, len(p.Items), start, err)
 	s.read.Add(ctx, int64(len(p.Items)))
 	return p, err
 }
@@ -78,7 +88,7 @@ func (s *Instrumented) AddItems(ctx context.Context, l List, items []NewItem) (A
 	// resolver recovers from: a slot left taken would look stuck.
 	defer s.writes.end(s.writes.begin(start))
 	res, err := s.Store.AddItems(ctx, l, items)
-	s.done(ctx, "add", start, err)
+	s.done(ctx, "add", l, res.Added, start, err)
 	s.added.Add(ctx, int64(res.Added))
 	s.expired.Add(ctx, int64(res.Expired))
 	return res, err
@@ -87,21 +97,28 @@ func (s *Instrumented) AddItems(ctx context.Context, l List, items []NewItem) (A
 func (s *Instrumented) Count(ctx context.Context, l List, w Window, maxRows int) (int, error) {
 	start := time.Now()
 	n, err := s.Store.Count(ctx, l, w, maxRows)
-	s.done(ctx, "count", start, err)
+	s.done(ctx, "count", l, 0, start, err)
 	return n, err
+}
+
+func (s *Instrumented) Histogram(ctx context.Context, l List, b Buckets, maxRows int) ([]int, error) {
+	start := time.Now()
+	counts, err := s.Store.Histogram(ctx, l, b, maxRows)
+	s.done(ctx, "histogram", l, 0, start, err)
+	return counts, err
 }
 
 func (s *Instrumented) Find(ctx context.Context, l List, values [][]byte, minTimestamp int64, maxRows int) ([]string, error) {
 	start := time.Now()
 	found, err := s.Store.Find(ctx, l, values, minTimestamp, maxRows)
-	s.done(ctx, "find", start, err)
+	s.done(ctx, "find", l, 0, start, err)
 	return found, err
 }
 
 func (s *Instrumented) Since(ctx context.Context, l List, from string, limit int) (SincePage, error) {
 	start := time.Now()
 	p, err := s.Store.Since(ctx, l, from, limit)
-	s.done(ctx, "since", start, err)
+	s.done(ctx, "since", l, len(p.Items), start, err)
 	s.read.Add(ctx, int64(len(p.Items)))
 	return p, err
 }
@@ -110,7 +127,7 @@ func (s *Instrumented) RemoveValues(ctx context.Context, l List, values [][]byte
 	start := time.Now()
 	defer s.writes.end(s.writes.begin(start))
 	n, err := s.Store.RemoveValues(ctx, l, values, w, maxRows)
-	s.done(ctx, "remove_values", start, err)
+	s.done(ctx, "remove_values", l, n, start, err)
 	s.removed.Add(ctx, int64(n))
 	return n, err
 }
@@ -119,7 +136,7 @@ func (s *Instrumented) RemoveAll(ctx context.Context, l List) error {
 	start := time.Now()
 	defer s.writes.end(s.writes.begin(start))
 	err := s.Store.RemoveAll(ctx, l)
-	s.done(ctx, "remove_all", start, err)
+	s.done(ctx, "remove_all", l, 0, start, err)
 	return err
 }
 

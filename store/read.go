@@ -141,6 +141,17 @@ func (v *view) rankLimit(s *Scan) {
 	}
 }
 
+// CapRows is the most rows a key-only read of a list of f looks at,
+// whatever its window and bound: MaxItems+1 on a capped list never
+// created again, whose scan starts at the newest row and stops past the
+// cap (rankLimit); 0 when only the read's bound bounds it.
+func CapRows(f *Feature) int {
+	if f == nil || f.MaxItems == 0 || f.ItemsSince != 0 {
+		return 0
+	}
+	return f.MaxItems + 1
+}
+
 // ReadPage reads one page of a list from src: the visible items of r's
 // region, newest first, at most r.Limit of them, with Distinct only the
 // newest item of each value. It looks at r.Limit+1 rows of the region, or

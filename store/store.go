@@ -225,6 +225,9 @@ type Store interface {
 	// Count counts a list's items in a window, looking at no more than
 	// maxRows rows (CountItems).
 	Count(ctx context.Context, l List, w Window, maxRows int) (int, error)
+	// Histogram counts a list's items in each bucket of a window, looking
+	// at no more than maxRows rows (HistogramItems).
+	Histogram(ctx context.Context, l List, b Buckets, maxRows int) ([]int, error)
 	// Find returns, for each value, the key of the newest item at or after
 	// minTimestamp holding it, or "", looking at no more than maxRows rows
 	// (FindItems).

@@ -49,6 +49,7 @@ type ComplexityRoot struct {
 type EntityResolver interface {
 	List(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time, limit *int32, after *string, distinct *bool) (*model.ListPage, error)
 	ListCount(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time) (*int32, error)
+	ListHistogram(ctx context.Context, obj *model.Entity, feature string, version *string, minTimestamp model.Time, maxTimestamp *model.Time, bucketSeconds int32) ([]model.ListBucket, error)
 	ListContains(ctx context.Context, obj *model.Entity, feature string, version *string, values []values.Value, minTimestamp *model.Time) ([]*model.ListItem, error)
 }
 type MutationResolver interface {
@@ -70,6 +71,7 @@ type QueryResolver interface {
 	Entities(ctx context.Context, typeArg string, entityIds []string) ([]model.Entity, error)
 	ListItems(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time, limit *int32, after *string, distinct *bool) (model.ListPage, error)
 	ListCount(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp *model.Time, maxTimestamp *model.Time) (int32, error)
+	ListHistogram(ctx context.Context, entityType string, entityID string, feature string, version *string, minTimestamp model.Time, maxTimestamp *model.Time, bucketSeconds int32) ([]model.ListBucket, error)
 }
 type SubscriptionResolver interface {
 	ListItemsAdded(ctx context.Context, entityType string, entityID string, feature string, version *string, since *model.Time, after *string) (<-chan model.ListItem, error)
@@ -286,6 +288,14 @@ type ListPage {
   endCursor: String
 }
 
+"One bucket of a histogram of a list."
+type ListBucket {
+  "The bucket's first instant: minTimestamp plus its index times bucketSeconds."
+  start: Time!
+  "The items from start up to the next bucket's start (the last: to maxTimestamp, inclusive)."
+  count: Int!
+}
+
 "An entity: a user, a story, …"
 type Entity {
   "Globally unique, $type:$entityId: a safe key for normalized client caches."
@@ -319,6 +329,15 @@ type Entity {
   """
   listCount(feature: String!, version: String = "", minTimestamp: Time, maxTimestamp: Time): Int
   """
+  How many items one of the entity's lists holds in each bucket of a window, as
+  listCount counts them: buckets of bucketSeconds from minTimestamp on, the last
+  ending at maxTimestamp (both inclusive; left out: now). One read of the
+  window's keys, whatever the buckets, priced once as a listCount of the window
+  and its buckets' fields: at most --max-buckets buckets. Null when the list
+  could not be read.
+  """
+  listHistogram(feature: String!, version: String = "", minTimestamp: Time!, maxTimestamp: Time, bucketSeconds: Int!): [ListBucket!]
+  """
   For each value, in the order given, the newest item of one of the entity's
   lists holding it (from minTimestamp on), or null: one read of the list's keys,
   which carry each value's hash. At most --max-values values. Null when the list
@@ -349,6 +368,8 @@ type Query {
   ): ListPage! @scope(requires: "lists:read")
   "How many items one entity's list holds in a window, as Entity.listCount counts them."
   listCount(entityType: String!, entityId: ID!, feature: String!, version: String = "", minTimestamp: Time, maxTimestamp: Time): Int! @scope(requires: "lists:read")
+  "How many items one entity's list holds in each bucket of a window, as Entity.listHistogram counts them."
+  listHistogram(entityType: String!, entityId: ID!, feature: String!, version: String = "", minTimestamp: Time!, maxTimestamp: Time, bucketSeconds: Int!): [ListBucket!]! @scope(requires: "lists:read")
 }
 
 input CreateListFeatureInput {
@@ -532,10 +553,22 @@ func (ec *executionContext) childFields_Entity(ctx context.Context, field graphq
 		return ec.fieldContext_Entity_list(ctx, field)
 	case "listCount":
 		return ec.fieldContext_Entity_listCount(ctx, field)
+	case "listHistogram":
+		return ec.fieldContext_Entity_listHistogram(ctx, field)
 	case "listContains":
 		return ec.fieldContext_Entity_listContains(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Entity", field.Name)
+}
+
+func (ec *executionContext) childFields_ListBucket(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "start":
+		return ec.fieldContext_ListBucket_start(ctx, field)
+	case "count":
+		return ec.fieldContext_ListBucket_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ListBucket", field.Name)
 }
 
 func (ec *executionContext) childFields_ListFeature(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -789,6 +822,52 @@ func (ec *executionContext) field_Entity_listCount_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["maxTimestamp"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Entity_listHistogram_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "feature",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["feature"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "version",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["version"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "minTimestamp",
+		func(ctx context.Context, v any) (model.Time, error) {
+			return ec.unmarshalNTime2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["minTimestamp"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "maxTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["maxTimestamp"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "bucketSeconds",
+		func(ctx context.Context, v any) (int32, error) {
+			return ec.unmarshalNInt2int32(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["bucketSeconds"] = arg4
 	return args, nil
 }
 
@@ -1294,6 +1373,68 @@ func (ec *executionContext) field_Query_listFeatures_args(ctx context.Context, r
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_listHistogram_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "entityType",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["entityType"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "entityId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["entityId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "feature",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["feature"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "version",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["version"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "minTimestamp",
+		func(ctx context.Context, v any) (model.Time, error) {
+			return ec.unmarshalNTime2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["minTimestamp"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "maxTimestamp",
+		func(ctx context.Context, v any) (*model.Time, error) {
+			return ec.unmarshalOTime2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["maxTimestamp"] = arg5
+	arg6, err := graphql.ProcessArgField(ctx, rawArgs, "bucketSeconds",
+		func(ctx context.Context, v any) (int32, error) {
+			return ec.unmarshalNInt2int32(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["bucketSeconds"] = arg6
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_listItems_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1689,6 +1830,50 @@ func (ec *executionContext) fieldContext_Entity_listCount(ctx context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _Entity_listHistogram(ctx context.Context, field graphql.CollectedField, obj *model.Entity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Entity_listHistogram(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Entity().ListHistogram(ctx, obj, fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["minTimestamp"].(model.Time), fc.Args["maxTimestamp"].(*model.Time), fc.Args["bucketSeconds"].(int32))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.ListBucket) graphql.Marshaler {
+			return ec.marshalOListBucket2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListBucketᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Entity_listHistogram(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Entity",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ListBucket(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Entity_listHistogram_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Entity_listContains(ctx context.Context, field graphql.CollectedField, obj *model.Entity) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1731,6 +1916,52 @@ func (ec *executionContext) fieldContext_Entity_listContains(ctx context.Context
 		return fc, err
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _ListBucket_start(ctx context.Context, field graphql.CollectedField, obj *model.ListBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ListBucket_start(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Start, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Time) graphql.Marshaler {
+			return ec.marshalNTime2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ListBucket_start(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ListBucket", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _ListBucket_count(ctx context.Context, field graphql.CollectedField, obj *model.ListBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ListBucket_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ListBucket_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ListBucket", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _ListFeature_key(ctx context.Context, field graphql.CollectedField, obj *model.ListFeature) (ret graphql.Marshaler) {
@@ -2854,6 +3085,50 @@ func (ec *executionContext) fieldContext_Query_listCount(ctx context.Context, fi
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_listCount_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_listHistogram(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_listHistogram(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().ListHistogram(ctx, fc.Args["entityType"].(string), fc.Args["entityId"].(string), fc.Args["feature"].(string), fc.Args["version"].(*string), fc.Args["minTimestamp"].(model.Time), fc.Args["maxTimestamp"].(*model.Time), fc.Args["bucketSeconds"].(int32))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.ListBucket) graphql.Marshaler {
+			return ec.marshalNListBucket2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListBucketᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_listHistogram(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ListBucket(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_listHistogram_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -4431,6 +4706,44 @@ func (ec *executionContext) _Entity(ctx context.Context, sel ast.SelectionSet, o
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "listHistogram":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Entity_listHistogram(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "listContains":
 			field := field
 
@@ -4469,6 +4782,49 @@ func (ec *executionContext) _Entity(ctx context.Context, sel ast.SelectionSet, o
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var listBucketImplementors = []string{"ListBucket"}
+
+func (ec *executionContext) _ListBucket(ctx context.Context, sel ast.SelectionSet, obj *model.ListBucket) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, listBucketImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ListBucket")
+		case "start":
+			out.Values[i] = ec._ListBucket_start(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._ListBucket_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -4942,6 +5298,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_listCount(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "listHistogram":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_listHistogram(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -5570,6 +5948,26 @@ func (ec *executionContext) unmarshalNListAddInput2ᚕgithubᚗcomᚋlistgateᚋ
 	return res, nil
 }
 
+func (ec *executionContext) marshalNListBucket2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListBucket(ctx context.Context, sel ast.SelectionSet, v model.ListBucket) graphql.Marshaler {
+	return ec._ListBucket(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNListBucket2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListBucketᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ListBucket) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNListBucket2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListBucket(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNListFeature2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListFeature(ctx context.Context, sel ast.SelectionSet, v model.ListFeature) graphql.Marshaler {
 	return ec._ListFeature(ctx, sel, &v)
 }
@@ -5932,6 +6330,25 @@ func (ec *executionContext) marshalOInt2ᚖint32(ctx context.Context, sel ast.Se
 	_ = ctx
 	res := model.MarshalInt32(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOListBucket2ᚕgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListBucketᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ListBucket) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNListBucket2githubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListBucket(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalOListFeature2ᚖgithubᚗcomᚋlistgateᚋlistgateᚋgraphᚋmodelᚐListFeature(ctx context.Context, sel ast.SelectionSet, v *model.ListFeature) graphql.Marshaler {

@@ -151,6 +151,26 @@ func CountQuery(entityType, entityID, feature string, version *string, minTimest
 	}
 }
 
+// HistogramQuery asks how many items an entity's list holds in each
+// bucket of a window.
+func HistogramQuery(entityType, entityID, feature string, version *string, minTimestamp Time, maxTimestamp *Time, bucketSeconds int32) lists.HistogramQuery {
+	return lists.HistogramQuery{
+		Ref:          lists.Ref{EntityType: entityType, EntityID: entityID, Feature: feature, Version: deref(version)},
+		MinTimestamp: int64(minTimestamp),
+		MaxTimestamp: (*int64)(maxTimestamp),
+		Width:        int64(bucketSeconds) * int64(time.Second),
+	}
+}
+
+// ListBuckets are a histogram's buckets as the schema has them.
+func ListBuckets(bs []lists.Bucket) []ListBucket {
+	out := make([]ListBucket, len(bs))
+	for i, b := range bs {
+		out[i] = ListBucket{Start: Time(b.Start), Count: int32(b.Count)}
+	}
+	return out
+}
+
 // ContainsQuery asks for the newest item of an entity's list holding each
 // value.
 func ContainsQuery(entityType, entityID, feature string, version *string, vs []values.Value, minTimestamp *Time, shown lists.Shown) lists.ContainsQuery {

@@ -37,6 +37,14 @@ type ListAddInput struct {
 	Items []ListItemInput `json:"items"`
 }
 
+// One bucket of a histogram of a list.
+type ListBucket struct {
+	// The bucket's first instant: minTimestamp plus its index times bucketSeconds.
+	Start Time `json:"start"`
+	// The items from start up to the next bucket's start (the last: to maxTimestamp, inclusive).
+	Count int32 `json:"count"`
+}
+
 // A list feature: a named, versioned, time-ordered list kept per entity.
 type ListFeature struct {
 	// The feature key: $entityType#$name|$version.

@@ -134,7 +134,8 @@ func processCPU() time.Duration {
 }
 
 // BenchmarkCount counts lists of 1,000 and 10,000 items, and a window of
-// the last tenth of the larger.
+// the last tenth of the larger; histogram24 counts the same lists in the
+// 24 hourly buckets of the last day, in the same one read of their keys.
 func BenchmarkCount(b *testing.B) {
 	s, f := benchStore(b, 0)
 	ctx := context.Background()
@@ -145,6 +146,20 @@ func BenchmarkCount(b *testing.B) {
 			for b.Loop() {
 				if n, err := s.Count(ctx, l, store.Window{}, 100_000); err != nil || n != size+3 {
 					b.Fatalf("Count = %d, %v", n, err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("histogram24/size=%d", size), func(b *testing.B) {
+			now := time.Now()
+			day := store.Buckets{Window: store.Window{MinTimestamp: now.Add(-24*time.Hour + 1).UnixNano(), MaxTimestamp: now.UnixNano()}, Width: int64(time.Hour)}
+			for b.Loop() {
+				counts, err := s.Histogram(ctx, l, day, 100_000)
+				sum := 0
+				for _, c := range counts {
+					sum += c
+				}
+				if err != nil || len(counts) != 24 || sum != size+3 {
+					b.Fatalf("Histogram = %d buckets, %d items, %v", len(counts), sum, err)
 				}
 			}
 		})

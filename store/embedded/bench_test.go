@@ -68,6 +68,16 @@ func BenchmarkKeyOnlyReads(b *testing.B) {
 				}
 				return err
 			}},
+			{"histogram24", func() error {
+				// The last day's 24 hours: the list's items are in the last.
+				now := time.Now()
+				day := store.Buckets{Window: store.Window{MinTimestamp: now.Add(-24*time.Hour + 1).UnixNano(), MaxTimestamp: now.UnixNano()}, Width: int64(time.Hour)}
+				counts, err := s.Histogram(ctx, l, day, 100_000)
+				if err == nil && (len(counts) != 24 || counts[23] != benchItems) {
+					err = fmt.Errorf("histogram %v", counts)
+				}
+				return err
+			}},
 			{"search", func() error {
 				_, err := s.Find(ctx, l, [][]byte{[]byte("absent")}, 0, 100_000)
 				return err

@@ -231,6 +231,11 @@ func (s *Store) Count(ctx context.Context, l store.List, w store.Window, maxRows
 	return store.CountItems(ctx, l, w, maxRows, s.scanner(l))
 }
 
+// Histogram counts a list's items in each bucket of a window.
+func (s *Store) Histogram(ctx context.Context, l store.List, b store.Buckets, maxRows int) ([]int, error) {
+	return store.HistogramItems(ctx, l, b, maxRows, s.scanner(l))
+}
+
 // Find finds the newest item holding each value.
 func (s *Store) Find(ctx context.Context, l store.List, values [][]byte, minTimestamp int64, maxRows int) ([]string, error) {
 	return store.FindItems(ctx, l, values, minTimestamp, maxRows, s.source(l))

@@ -88,6 +88,7 @@ func RunWith(t *testing.T, open NewStoreWith) {
 		{"Features", testFeatures},
 		{"TimeWindowBoundsAreInclusive", testTimeWindow},
 		{"CountCountsTheWindowWithinItsBound", testCount},
+		{"HistogramCountsEachBucketInOneBoundedRead", testHistogram},
 		{"DistinctPagesHoldTheNewestItemOfEachValue", testDistinct},
 		{"FindGivesTheNewestItemOfEachValueInRequestOrder", testFind},
 		{"CappedListShowsOnlyItsNewestItems", testCapReads},
@@ -712,6 +713,50 @@ func testCount(t *testing.T, h *harness) {
 		t.Fatalf("count of a window of 8 bounded at 9 rows = %d, %v", n, err)
 	}
 	equal(t, "count of an empty list", h.count(h.list(l.Feature, "nobody"), store.Window{}), 0)
+}
+
+func (h *harness) histogram(l store.List, b store.Buckets, maxRows int) []int {
+	h.t.Helper()
+	counts, err := h.s.Histogram(h.ctx, l, b, maxRows)
+	if err != nil {
+		h.t.Fatalf("Histogram: %v", err)
+	}
+	return counts
+}
+
+func testHistogram(t *testing.T, h *harness) {
+	l := h.list(h.feature("f", "", day), "u1")
+	ts := h.tenItems(l)
+	buckets := func(from, to time.Time, width time.Duration) store.Buckets {
+		return store.Buckets{Window: store.Window{MinTimestamp: from.UnixNano(), MaxTimestamp: to.UnixNano()}, Width: int64(width)}
+	}
+	equal(t, "buckets of 3 s from t1 to t8", h.histogram(l, buckets(ts[1], ts[8], 3*time.Second), 100), []int{3, 3, 2})
+	equal(t, "maxTimestamp 1 ns before an item leaves it out", h.histogram(l, buckets(ts[1], ts[8].Add(-1), 3*time.Second), 100), []int{3, 3, 1})
+	equal(t, "one bucket of 1 ns", h.histogram(l, buckets(ts[3], ts[3], 1), 100), []int{1})
+	equal(t, "buckets of a window before the list", h.histogram(l, buckets(ts[0].Add(-time.Hour), ts[0].Add(-time.Minute), 30*time.Minute), 100), []int{0, 0})
+	equal(t, "buckets of an empty list", h.histogram(h.list(l.Feature, "nobody"), buckets(ts[0], ts[9], time.Second), 100), make([]int, 10))
+	whole := buckets(ts[0], ts[9], 5*time.Second)
+	equal(t, "buckets of the list bounded at 10 rows", h.histogram(l, whole, 10), []int{5, 5})
+	if _, err := h.s.Histogram(h.ctx, l, whole, 9); !errors.Is(err, store.ErrTooManyRows) || !errors.Is(err, errkind.Invalid) {
+		t.Fatalf("histogram of 10 items bounded at 9 rows: err = %v, want ErrTooManyRows", err)
+	}
+	equal(t, "buckets of a window of 8 bounded at 8 rows", h.histogram(l, buckets(ts[2], ts[9], 4*time.Second), 8), []int{4, 4})
+	for what, b := range map[string]store.Buckets{
+		"a width of 0":                        buckets(ts[0], ts[9], 0),
+		"maxTimestamp unset":                  {Window: store.Window{MinTimestamp: ts[0].UnixNano()}, Width: int64(time.Second)},
+		"a window that ends before it starts": buckets(ts[9], ts[0], time.Second),
+		"too many buckets":                    buckets(ts[0], ts[9], time.Nanosecond),
+	} {
+		_, err := h.s.Histogram(h.ctx, l, b, 100)
+		isInvalid(t, what, err)
+	}
+
+	// A capped list shows its newest items alone, in a histogram as in a
+	// count.
+	c := h.list(h.capped(4), "u1")
+	ts = h.tenItems(c)
+	equal(t, "buckets of a capped list", h.histogram(c, buckets(ts[0], ts[9], time.Second), 100), []int{0, 0, 0, 0, 0, 0, 1, 1, 1, 1})
+	equal(t, "buckets of a window across the cap", h.histogram(c, buckets(ts[0], ts[7], 2*time.Second), 100), []int{0, 0, 0, 2})
 }
 
 func testDistinct(t *testing.T, h *harness) {
