@@ -13,7 +13,7 @@ import (
 
 // command is one of listgate's commands besides serving: it parses its own
 // args and does its job.
-type command func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error
+type command func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
 
 // commands are listgate's commands, by the name that comes first on its
 // command line; with flags alone, listgate serves.
@@ -21,15 +21,16 @@ var commands = map[string]command{
 	"schema":  runSchema,
 	"migrate": runMigrate,
 	"backup":  runBackup,
+	"export":  runExport,
 }
 
 // runCommand runs the command args[0] names.
-func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cmd, ok := commands[args[0]]
 	if !ok {
-		return fmt.Errorf("unknown command %q: the commands are schema, migrate and backup, and listgate with flags alone serves (listgate --help says more)", args[0])
+		return fmt.Errorf("unknown command %q: the commands are schema, migrate, backup and export, and listgate with flags alone serves (listgate --help says more)", args[0])
 	}
-	if err := cmd(ctx, args[1:], getenv, stdout); !errors.Is(err, flag.ErrHelp) {
+	if err := cmd(ctx, args[1:], getenv, stdout, stderr); !errors.Is(err, flag.ErrHelp) {
 		return err
 	}
 	return nil // the usage is written
@@ -95,7 +96,7 @@ gateways.
 `
 
 // runSchema prints the schema Migrate applies.
-func runSchema(_ context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func runSchema(_ context.Context, args []string, getenv func(string) string, stdout, _ io.Writer) error {
 	var c config
 	fs, _ := commandFlags("schema", &c, "cql-keyspace", "cql-replication")
 	if _, err := parseCommand(fs, schemaUsage, args, getenv, stdout); err != nil {
@@ -132,7 +133,7 @@ var migrateFlags = []string{"cql-hosts", "cql-keyspace", "cql-local-dc", "cql-us
 	"cql-timeout", "cql-replication", "change-feed-retention"}
 
 // runMigrate applies the schema to the cluster and exits.
-func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer) error {
 	var c config
 	fs, text := commandFlags("migrate", &c, migrateFlags...)
 	explicit, err := parseCommand(fs, migrateUsage, args, getenv, stdout)

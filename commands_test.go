@@ -56,7 +56,7 @@ func TestCommands(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"scheme"}, `unknown command "scheme": the commands are schema, migrate and backup`},
+		{[]string{"scheme"}, `unknown command "scheme": the commands are schema, migrate, backup and export`},
 		{[]string{"migrate"}, "--cql-hosts is required"},
 		{[]string{"migrate", "--cql-hosts", "127.0.0.1:1", "--listen", ":1"}, "flag provided but not defined: -listen (listgate migrate --help lists the flags)"},
 		{[]string{"migrate", "--cql-hosts", "127.0.0.1:1", "--cql-keyspace", "Bad-Name"}, `keyspace "Bad-Name"`},
