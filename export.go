@@ -10,20 +10,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/listgate/listgate/dataio"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
 	"github.com/listgate/listgate/store/embedded"
 	"github.com/listgate/listgate/store/keys"
+	"github.com/listgate/listgate/values"
 )
 
-const exportUsage = `Usage: listgate export (--cql-hosts HOSTS [flags] | --data-dir DIR) [--feature TYPE/NAME[@VERSION]] [--out FILE] [--format ndjson|parquet]
+const exportUsage = `Usage: listgate export (--cql-hosts HOSTS [flags] | --data-dir DIR) [--feature TYPE/NAME[@VERSION]] [--out FILE] [--format ndjson|csv|parquet]
 
 listgate export writes every item of a feature's lists (of every feature
 when --feature is not given) as rows in the format listgate load reads:
 one row per item, its columns entityType, entityId, feature, version,
-value, timestamp (RFC 3339, nanoseconds) and ttlSeconds. What it writes
-is what a read shows: no expired item, nothing past a capped list's
-maxItems, nothing written before a feature was created again.
+value and timestamp (RFC 3339 with nanoseconds, UTC); no ttlSeconds, as
+an item lives its feature's TTL past its timestamp wherever it is
+loaded. What it writes is what a read shows: no expired item, nothing
+past a capped list's maxItems, nothing written before a feature was
+created again.
 
 From a cluster (--cql-hosts) it reads the whole list_items table by
 token ranges, several at once; from the embedded store (--data-dir, which
@@ -44,7 +48,7 @@ var exportFlags = []string{"cql-hosts", "cql-keyspace", "cql-local-dc", "cql-use
 type exportCommand struct {
 	feature string // TYPE/NAME[@VERSION]; "": every feature
 	out     string // the file to write; "" or "-": stdout
-	format  string // ndjson or parquet
+	format  string // ndjson, csv or parquet; "": by --out's extension
 }
 
 // runExport writes the items of features' lists in the format listgate
@@ -55,7 +59,7 @@ func runExport(ctx context.Context, args []string, getenv func(string) string, s
 	var cmd exportCommand
 	fs.StringVar(&cmd.feature, "feature", "", "the feature to export, TYPE/NAME or TYPE/NAME@VERSION (user/reading_history@2025/03/11); every feature when not given")
 	fs.StringVar(&cmd.out, "out", "", "the file to write (written whole or not at all); stdout when not given or -")
-	fs.StringVar(&cmd.format, "format", "", "ndjson or parquet; by default from --out's extension (.ndjson, .jsonl, .parquet), ndjson on stdout")
+	fs.StringVar(&cmd.format, "format", "", "ndjson, csv or parquet; by default from --out's extension (.ndjson, .jsonl, .csv, .parquet), ndjson on stdout")
 	explicit, err := parseCommand(fs, exportUsage, args, getenv, stdout)
 	if err != nil {
 		return err
@@ -88,22 +92,19 @@ func runExport(ctx context.Context, args []string, getenv func(string) string, s
 }
 
 // exportFormat is the format of the rows: as asked, or by the file's
-// extension.
-func exportFormat(format, out string) (string, error) {
-	if format == "" {
-		switch strings.ToLower(filepath.Ext(out)) {
-		case ".parquet":
-			return "parquet", nil
-		case "", ".ndjson", ".jsonl", ".json":
-			return "ndjson", nil
-		}
-		return "", fmt.Errorf("--out %s: the extension names no format listgate export writes; give --format ndjson or --format parquet", out)
+// extension, NDJSON on stdout.
+func exportFormat(format, out string) (dataio.Format, error) {
+	if format != "" {
+		return dataio.ParseFormat(format)
 	}
-	switch format {
-	case "ndjson", "parquet":
-		return format, nil
+	if out == "" || out == "-" {
+		return dataio.NDJSON, nil
 	}
-	return "", fmt.Errorf("--format %q: listgate export writes ndjson or parquet", format)
+	f, ok := dataio.FormatOf(out)
+	if !ok {
+		return "", fmt.Errorf("--out %s: its extension names no format (.ndjson, .jsonl, .csv, .parquet); give --format", out)
+	}
+	return f, nil
 }
 
 // featureRef names a feature: entity type, name, version.
@@ -188,8 +189,8 @@ type exportProgress struct {
 
 const progressEvery = 2 * time.Second
 
-func (p *exportProgress) add(run store.ListItems) {
-	p.items += int64(len(run.Items))
+func (p *exportProgress) add(items int) {
+	p.items += int64(items)
 	if now := time.Now(); now.Sub(p.last) >= progressEvery {
 		p.last = now
 		fmt.Fprintf(p.w, "listgate export: %d items, %.0f items/s\n", p.items, float64(p.items)/now.Sub(p.start).Seconds())
@@ -203,19 +204,13 @@ func (p *exportProgress) done(features int, to string) {
 
 // writeExport exports features to out (stdout when "" or "-"), into a
 // file beside it first, renamed to it once every row is written.
-func writeExport(ctx context.Context, s store.Exporter, features []*store.Feature, out, format string, stdout, stderr io.Writer) (err error) {
+func writeExport(ctx context.Context, s store.Exporter, features []*store.Feature, out string, format dataio.Format, stdout, stderr io.Writer) (err error) {
 	w, to := stdout, "stdout"
 	if out != "" && out != "-" {
 		f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
 		if err != nil {
 			return fmt.Errorf("--out %s: %w", out, err)
 		}
-		defer func() {
-			if err != nil {
-				f.Close()
-				os.Remove(f.Name())
-			}
-		}()
 		w, to = f, out
 		defer func() {
 			if err == nil {
@@ -226,21 +221,50 @@ func writeExport(ctx context.Context, s store.Exporter, features []*store.Featur
 					err = os.Rename(f.Name(), out)
 				}
 				if err != nil {
-					os.Remove(f.Name())
 					err = fmt.Errorf("--out %s: %w", out, err)
 				}
 			}
+			if err != nil {
+				f.Close()
+				os.Remove(f.Name())
+			}
 		}()
 	}
-	_ = w
-	_ = format
+	rows, err := dataio.NewWriter(format, w)
+	if err != nil {
+		return err
+	}
 	p := &exportProgress{w: stderr, start: time.Now(), last: time.Now()}
+	skipped := 0
 	err = s.Export(ctx, features, func(run store.ListItems) error {
-		p.add(run)
+		f := run.Feature
+		row := dataio.Row{EntityType: f.EntityType, EntityID: run.EntityID, Feature: f.Name, Version: f.Version, HasTimestamp: true}
+		written := 0
+		for _, it := range run.Items {
+			// A value another tool wrote that is no value of the
+			// feature's type is left out, as reads leave it out.
+			if values.Check(f.ValueType, it.Value) != nil {
+				skipped++
+				continue
+			}
+			row.Value = dataio.StoredValue(f.ValueType, it.Value)
+			row.Timestamp = it.Timestamp
+			if err := rows.Write(row); err != nil {
+				return fmt.Errorf("writing rows to %s: %w", to, err)
+			}
+			written++
+		}
+		p.add(written)
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("writing rows to %s: %w", to, err)
+	}
+	if skipped > 0 {
+		fmt.Fprintf(stderr, "listgate export: %d items left out: their stored bytes are no value of their feature's type (written by another tool), and reads leave them out too\n", skipped)
 	}
 	p.done(len(features), to)
 	return nil
