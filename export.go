@@ -23,9 +23,8 @@ const exportUsage = `Usage: listgate export (--cql-hosts HOSTS [flags] | --data-
 listgate export writes every item of a feature's lists (of every feature
 when --feature is not given) as rows in the format listgate load reads:
 one row per item, its columns entityType, entityId, feature, version,
-value and timestamp (RFC 3339 with nanoseconds, UTC); no ttlSeconds, as
-an item lives its feature's TTL past its timestamp wherever it is
-loaded. What it writes is what a read shows: no expired item, nothing
+value, timestamp (RFC 3339 with nanoseconds, UTC) and ttlSeconds (the
+feature's TTL: an item lives that long past its timestamp). What it writes is what a read shows: no expired item, nothing
 past a capped list's maxItems, nothing written before a feature was
 created again.
 
@@ -238,7 +237,8 @@ func writeExport(ctx context.Context, s store.Exporter, features []*store.Featur
 	skipped := 0
 	err = s.Export(ctx, features, func(run store.ListItems) error {
 		f := run.Feature
-		row := dataio.Row{EntityType: f.EntityType, EntityID: run.EntityID, Feature: f.Name, Version: f.Version, HasTimestamp: true}
+		row := dataio.Row{EntityType: f.EntityType, EntityID: run.EntityID, Feature: f.Name, Version: f.Version, HasTimestamp: true,
+			TTLSeconds: int64(f.TTL / time.Second), HasTTL: true}
 		written := 0
 		for _, it := range run.Items {
 			// A value another tool wrote that is no value of the

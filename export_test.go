@@ -104,7 +104,7 @@ func readExport(t *testing.T, path string, format dataio.Format, types map[strin
 		}
 		fk := keys.FeatureKey(row.EntityType, row.Feature, row.Version)
 		typ, ok := types[fk]
-		if !ok || !row.HasTimestamp || row.HasTTL {
+		if !ok || !row.HasTimestamp || !row.HasTTL || row.TTLSeconds != 86400 {
 			t.Fatalf("line %d: %+v", pos.Line, row)
 		}
 		in, err := row.Value.Input(typ)
