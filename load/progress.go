@@ -73,7 +73,7 @@ func (p *progress) start() {
 	}()
 }
 
-func (p *progress) setRows(i int, n int64) { p.rows[i].Store(n) }
+func (p *progress) setRows(i int, n int64)  { p.rows[i].Store(n) }
 func (p *progress) readTo(i int, end int64) { p.read[i].Store(end) }
 func (p *progress) wrote(n int64)           { p.items.Add(n) }
 
