@@ -21,6 +21,7 @@ var commands = map[string]command{
 	"schema":  runSchema,
 	"migrate": runMigrate,
 	"backup":  runBackup,
+	"load":    runLoad,
 	"export":  runExport,
 }
 
@@ -28,7 +29,7 @@ var commands = map[string]command{
 func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cmd, ok := commands[args[0]]
 	if !ok {
-		return fmt.Errorf("unknown command %q: the commands are schema, migrate, backup and export, and listgate with flags alone serves (listgate --help says more)", args[0])
+		return fmt.Errorf("unknown command %q: the commands are schema, migrate, backup, load and export, and listgate with flags alone serves (listgate --help says more)", args[0])
 	}
 	if err := cmd(ctx, args[1:], getenv, stdout, stderr); !errors.Is(err, flag.ErrHelp) {
 		return err
@@ -62,21 +63,31 @@ func commandFlags(name string, c *config, shared ...string) (*flag.FlagSet, flag
 // (explicitly). On --help it writes the usage, head first, to help and
 // returns flag.ErrHelp.
 func parseCommand(fs *flag.FlagSet, head string, args []string, getenv func(string) string, help io.Writer) (func(name string) bool, error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			writeUsage(help, head, fs)
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w (%s --help lists the flags)", err, fs.Name())
-	}
-	set, err := setFromEnv(fs, getenv)
+	explicit, rest, err := parseCommandArgs(fs, head, args, getenv, help)
 	if err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v (%s --help lists the flags)", fs.Args(), fs.Name())
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v (%s --help lists the flags)", rest, fs.Name())
 	}
-	return explicitly(set, getenv), nil
+	return explicit, nil
+}
+
+// parseCommandArgs is parseCommand for a command that takes arguments
+// after its flags, which it returns.
+func parseCommandArgs(fs *flag.FlagSet, head string, args []string, getenv func(string) string, help io.Writer) (func(name string) bool, []string, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			writeUsage(help, head, fs)
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("%w (%s --help lists the flags)", err, fs.Name())
+	}
+	set, err := setFromEnv(fs, getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	return explicitly(set, getenv), fs.Args(), nil
 }
 
 // explicitly says whether a flag was set, on the command line (set) or by
