@@ -14,15 +14,36 @@ import (
 	"time"
 
 	"github.com/listgate/listgate/dataio"
+	"github.com/listgate/listgate/internal/cqltest"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/embedded"
 	"github.com/listgate/listgate/store/keys"
 	"github.com/listgate/listgate/values"
 )
 
-// exportFixture is an embedded store's folder holding lists of features of
-// every value type; want is, by feature, what a read of each list shows
-// (exportedItem ids).
+// exportFeatures are the features of exportFixture, of every value type,
+// their entity types ending in suffix, with values as a client sends them.
+func exportFixtureFeatures(suffix string) []struct {
+	f      store.Feature
+	values []any
+} {
+	user, story := "user"+suffix, "story"+suffix
+	return []struct {
+		f      store.Feature
+		values []any
+	}{
+		{store.Feature{EntityType: user, Name: "reading_history", ValueType: store.String}, []any{"story1", "story 2, \"quoted\"\n", "é 😀"}},
+		{store.Feature{EntityType: user, Name: "reading_history", Version: "2025/03/11", ValueType: store.Int}, []any{int64(42), "9007199254740993", "-9223372036854775808"}},
+		{store.Feature{EntityType: story, Name: "blob", ValueType: store.Bytes}, []any{"AAEC/w==", ""}},
+		{store.Feature{EntityType: story, Name: "doc", ValueType: store.JSON}, []any{map[string]any{"b": 1.5, "a": []any{true, nil}}, "text"}},
+		{store.Feature{EntityType: story, Name: "score", ValueType: store.Float}, []any{0.1, 1e21}},
+		{store.Feature{EntityType: user, Name: "recent", ValueType: store.Boolean, MaxItems: 2}, []any{true, false, true, false}},
+	}
+}
+
+// exportFixture is an embedded store's folder holding lists of
+// exportFixtureFeatures(""); want is, by feature, what a read of each list
+// shows (entity id and item key).
 func exportFixture(t *testing.T) (dir string, want map[string][]string) {
 	t.Helper()
 	dir = t.TempDir()
@@ -31,20 +52,15 @@ func exportFixture(t *testing.T) (dir string, want map[string][]string) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	return dir, fillExportFixture(t, s, "")
+}
+
+func fillExportFixture(t *testing.T, s store.Store, suffix string) (want map[string][]string) {
+	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
 	want = map[string][]string{}
-	for _, tc := range []struct {
-		f      store.Feature
-		values []any // as a client sends them
-	}{
-		{store.Feature{EntityType: "user", Name: "reading_history", ValueType: store.String}, []any{"story1", "story 2, \"quoted\"\n", "é 😀"}},
-		{store.Feature{EntityType: "user", Name: "reading_history", Version: "2025/03/11", ValueType: store.Int}, []any{int64(42), "9007199254740993", "-9223372036854775808"}},
-		{store.Feature{EntityType: "story", Name: "blob", ValueType: store.Bytes}, []any{"AAEC/w==", ""}},
-		{store.Feature{EntityType: "story", Name: "doc", ValueType: store.JSON}, []any{map[string]any{"b": 1.5, "a": []any{true, nil}}, "text"}},
-		{store.Feature{EntityType: "story", Name: "score", ValueType: store.Float}, []any{0.1, 1e21}},
-		{store.Feature{EntityType: "user", Name: "recent", ValueType: store.Boolean, MaxItems: 2}, []any{true, false, true, false}},
-	} {
+	for _, tc := range exportFixtureFeatures(suffix) {
 		tc.f.TTL = 24 * time.Hour
 		f, err := s.CreateFeature(ctx, tc.f)
 		if err != nil {
@@ -72,10 +88,10 @@ func exportFixture(t *testing.T) (dir string, want map[string][]string) {
 			}
 		}
 	}
-	if len(want["user#recent|"]) != 4 {
-		t.Fatalf("capped lists read %d items, want 2 each", len(want["user#recent|"]))
+	if n := len(want["user"+suffix+"#recent|"]); n != 4 {
+		t.Fatalf("capped lists read %d items, want 2 each", n)
 	}
-	return dir, want
+	return want
 }
 
 // readExport reads the rows of an export back as load reads them: by
@@ -199,5 +215,75 @@ func TestExportRefusals(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Dir(out))
 	if err != nil || len(entries) != 0 {
 		t.Fatalf("files written: %v, %v", entries, err)
+	}
+}
+
+// listsOf reads every list of want's features and entities from s: by
+// feature key, each item's entity id, key and value.
+func listsOf(t *testing.T, s store.Store, want map[string][]string) map[string][]string {
+	t.Helper()
+	ctx := context.Background()
+	features, err := s.Features(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for i := range features {
+		f := &features[i]
+		entities := map[string]bool{}
+		for _, id := range want[f.Key()] {
+			entity, _, _ := strings.Cut(id, "\x00")
+			entities[entity] = true
+		}
+		for entity := range entities {
+			page, err := s.Items(ctx, store.List{Feature: f, EntityID: entity}, store.Range{Limit: store.MaxLimit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range page.Items {
+				got[f.Key()] = append(got[f.Key()], fmt.Sprintf("%s\x00%s\x00%x", entity, it.Key, it.Value))
+			}
+		}
+	}
+	return sorted(got)
+}
+
+// listgate export --data-dir, piped into listgate load --cql-hosts, moves
+// an embedded store's lists to a cluster: every item equal, key and value.
+func TestExportPipedIntoLoadMovesEmbeddedToCassandra(t *testing.T) {
+	cfg := cqltest.Config(t)
+	cs := cqltest.Open(t, cfg)
+	suffix := fmt.Sprintf("_x%d", time.Now().UnixNano()%1e9)
+	dir := t.TempDir()
+	es, err := embedded.Open(embedded.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fillExportFixture(t, es, suffix)
+	wantItems := listsOf(t, es, want)
+	if err := es.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The features come first: a load adds items to features that exist.
+	ctx := context.Background()
+	for _, tc := range exportFixtureFeatures(suffix) {
+		tc.f.TTL = 24 * time.Hour
+		if _, err := cs.CreateFeature(ctx, tc.f); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var pipe, stderr, stdout bytes.Buffer
+	if err := run(ctx, []string{"export", "--data-dir", dir}, noEnv, &pipe, &stderr); err != nil {
+		t.Fatalf("export: %v\n%s", err, stderr.String())
+	}
+	err = runLoadTo(ctx, []string{"--cql-hosts", strings.Join(cfg.Hosts, ","), "--cql-keyspace", cfg.Keyspace, "--format", "ndjson", "--progress", "none", "-"},
+		noEnv, &stdout, &pipe, &stderr)
+	if err != nil {
+		t.Fatalf("load: %v\n%s", err, stderr.String())
+	}
+	got := listsOf(t, cs, want)
+	if fmt.Sprint(got) != fmt.Sprint(wantItems) || len(got) != 6 {
+		t.Fatalf("on Cassandra: %q\nin the embedded store: %q", got, wantItems)
 	}
 }
