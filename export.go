@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/listgate/listgate/dataio"
+	"github.com/listgate/listgate/load"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
 	"github.com/listgate/listgate/store/embedded"
@@ -33,7 +35,8 @@ token ranges, several at once; from the embedded store (--data-dir, which
 no running gateway may hold: stop it, or export from a backup) it reads
 each feature's lists in one scan. Rows go to --out, written whole or not
 at all (a failed export leaves no file), or to stdout. Progress goes to
-stderr every few seconds, and a summary at the end.
+stderr (--progress): on a terminal a line redrawn in place, otherwise a
+JSON line every --progress-interval; and a summary at the end.
 
 `
 
@@ -59,7 +62,13 @@ func runExport(ctx context.Context, args []string, getenv func(string) string, s
 	fs.StringVar(&cmd.feature, "feature", "", "the feature to export, TYPE/NAME or TYPE/NAME@VERSION (user/reading_history@2025/03/11); every feature when not given")
 	fs.StringVar(&cmd.out, "out", "", "the file to write (written whole or not at all); stdout when not given or -")
 	fs.StringVar(&cmd.format, "format", "", "ndjson, csv or parquet; by default from --out's extension (.ndjson, .jsonl, .csv, .parquet), ndjson on stdout")
+	progress := fs.String("progress", "auto", "how progress is reported on standard error: bar (a line redrawn in place), json (a line every --progress-interval), none, or auto (bar on a terminal, json otherwise)")
+	every := fs.Duration("progress-interval", 5*time.Second, "time between JSON progress lines")
 	explicit, err := parseCommand(fs, exportUsage, args, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	rep, err := loadReport(*progress, *every, stderr)
 	if err != nil {
 		return err
 	}
@@ -87,7 +96,7 @@ func runExport(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	return writeExport(ctx, s, features, cmd.out, format, stdout, stderr)
+	return writeExport(ctx, s, features, cmd.out, format, stdout, rep)
 }
 
 // exportFormat is the format of the rows: as asked, or by the file's
@@ -178,32 +187,70 @@ func exportFeatures(ctx context.Context, s store.Store, ref featureRef) ([]*stor
 	return out, nil
 }
 
-// exportProgress reports an export's progress to stderr: a line every
-// progressEvery, and a summary at the end.
+// exportProgress reports an export's progress on standard error, as load
+// reports its own (load.Report): on a terminal a line redrawn in place,
+// otherwise a JSON line every rep.Every; and a summary at the end. It is
+// the export's callback's own: called on one goroutine, one call at a
+// time.
 type exportProgress struct {
-	w           io.Writer
+	rep         load.Report
 	start, last time.Time
 	items       int64
+	skipped     int64
 }
 
-const progressEvery = 2 * time.Second
+func newExportProgress(rep load.Report) *exportProgress {
+	now := time.Now()
+	return &exportProgress{rep: rep, start: now, last: now}
+}
 
-func (p *exportProgress) add(items int) {
+func (p *exportProgress) add(items, skipped int) {
 	p.items += int64(items)
-	if now := time.Now(); now.Sub(p.last) >= progressEvery {
+	p.skipped += int64(skipped)
+	every := p.rep.Every
+	if p.rep.Terminal {
+		every = 250 * time.Millisecond
+	}
+	if now := time.Now(); p.rep.W != nil && now.Sub(p.last) >= every {
 		p.last = now
-		fmt.Fprintf(p.w, "listgate export: %d items, %.0f items/s\n", p.items, float64(p.items)/now.Sub(p.start).Seconds())
+		p.report(now, false, 0, "")
 	}
 }
 
+// report writes one progress line, or the summary when finished.
+func (p *exportProgress) report(now time.Time, finished bool, features int, to string) {
+	elapsed := now.Sub(p.start).Seconds()
+	rate := float64(p.items) / max(elapsed, 1e-9)
+	if !p.rep.Terminal {
+		line := map[string]any{"time": now.UTC().Format(time.RFC3339Nano), "items": p.items, "itemsPerSecond": int64(rate),
+			"elapsedSeconds": elapsed, "skipped": p.skipped}
+		if finished {
+			line["finished"], line["features"], line["out"] = true, features, to
+		}
+		b, _ := json.Marshal(line)
+		p.rep.W.Write(append(b, '\n'))
+		return
+	}
+	if !finished {
+		fmt.Fprintf(p.rep.W, "\r\x1b[Kexporting: %d items, %.0f items/s, %.0f s", p.items, rate, elapsed)
+		return
+	}
+	fmt.Fprintf(p.rep.W, "\r\x1b[Klistgate export: %d items of %d features in %.1f s (%.0f items/s) to %s\n", p.items, features, elapsed, rate, to)
+	if p.skipped > 0 {
+		fmt.Fprintf(p.rep.W, "listgate export: %d items left out: their stored bytes are no value of their feature's type (written by another tool), and reads leave them out too\n", p.skipped)
+	}
+}
+
+// done writes the summary.
 func (p *exportProgress) done(features int, to string) {
-	d := time.Since(p.start)
-	fmt.Fprintf(p.w, "listgate export: %d items of %d features in %.1f s (%.0f items/s) to %s\n", p.items, features, d.Seconds(), float64(p.items)/max(d.Seconds(), 1e-9), to)
+	if p.rep.W != nil {
+		p.report(time.Now(), true, features, to)
+	}
 }
 
 // writeExport exports features to out (stdout when "" or "-"), into a
 // file beside it first, renamed to it once every row is written.
-func writeExport(ctx context.Context, s store.Exporter, features []*store.Feature, out string, format dataio.Format, stdout, stderr io.Writer) (err error) {
+func writeExport(ctx context.Context, s store.Exporter, features []*store.Feature, out string, format dataio.Format, stdout io.Writer, rep load.Report) (err error) {
 	w, to := stdout, "stdout"
 	if out != "" && out != "-" {
 		f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
@@ -233,13 +280,12 @@ func writeExport(ctx context.Context, s store.Exporter, features []*store.Featur
 	if err != nil {
 		return err
 	}
-	p := &exportProgress{w: stderr, start: time.Now(), last: time.Now()}
-	skipped := 0
+	p := newExportProgress(rep)
 	err = s.Export(ctx, features, func(run store.ListItems) error {
 		f := run.Feature
 		row := dataio.Row{EntityType: f.EntityType, EntityID: run.EntityID, Feature: f.Name, Version: f.Version, HasTimestamp: true,
 			TTLSeconds: int64(f.TTL / time.Second), HasTTL: true}
-		written := 0
+		written, skipped := 0, 0
 		for _, it := range run.Items {
 			// A value another tool wrote that is no value of the
 			// feature's type is left out, as reads leave it out.
@@ -254,7 +300,7 @@ func writeExport(ctx context.Context, s store.Exporter, features []*store.Featur
 			}
 			written++
 		}
-		p.add(written)
+		p.add(written, skipped)
 		return nil
 	})
 	if err != nil {
@@ -262,9 +308,6 @@ func writeExport(ctx context.Context, s store.Exporter, features []*store.Featur
 	}
 	if err := rows.Close(); err != nil {
 		return fmt.Errorf("writing rows to %s: %w", to, err)
-	}
-	if skipped > 0 {
-		fmt.Fprintf(stderr, "listgate export: %d items left out: their stored bytes are no value of their feature's type (written by another tool), and reads leave them out too\n", skipped)
 	}
 	p.done(len(features), to)
 	return nil

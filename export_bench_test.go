@@ -73,8 +73,8 @@ func exportRate(b *testing.B, args ...string) {
 		if err := run(context.Background(), append(append([]string{"export"}, args...), "--out", path), noEnv, os.Stdout, &stderr); err != nil {
 			b.Fatal(err)
 		}
-		if !strings.Contains(stderr.String(), fmt.Sprintf("listgate export: %d items", benchExportItems)) {
-			b.Fatalf("stderr: %s", stderr.String())
+		if n := exportedItems(b, stderr.String()); n != benchExportItems {
+			b.Fatalf("exported %d items, want %d", n, benchExportItems)
 		}
 		b.StopTimer()
 		os.Remove(path)
