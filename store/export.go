@@ -68,9 +68,6 @@ func NewExportRuns(features []*Feature, emit func(ListItems) error) *ExportRuns 
 	return r
 }
 
-// Wants reports whether rows of the feature key are exported.
-func (r *ExportRuns) Wants(featureKey string) bool { return r.features[featureKey] != nil }
-
 // Row takes one row of a list (its Key, Value and, for a feature created
 // again, WriteTime) and the row's expiry (s since the epoch, 0: none).
 // Rows of a list must come together, newest first.
