@@ -26,9 +26,9 @@ listgate export writes every item of a feature's lists (of every feature
 when --feature is not given) as rows in the format listgate load reads:
 one row per item, its columns entityType, entityId, feature, version,
 value, timestamp (RFC 3339 with nanoseconds, UTC) and ttlSeconds (the
-feature's TTL: an item lives that long past its timestamp). What it writes is what a read shows: no expired item, nothing
-past a capped list's maxItems, nothing written before a feature was
-created again.
+feature's TTL: an item lives that long past its timestamp). What it
+writes is what a read shows: no expired item, nothing past a capped
+list's maxItems, nothing written before a feature was created again.
 
 From a cluster (--cql-hosts) it reads the whole list_items table by
 token ranges, several at once; from the embedded store (--data-dir, which
