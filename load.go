@@ -108,9 +108,14 @@ func runLoadTo(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "listgate load: %d rows written, %d bad rows, %d rows skipped as written by an earlier run, in %v\n",
-		sum.Rows, sum.Bad, sum.Skipped, sum.Took.Round(time.Millisecond))
-	return err
+	if _, err := fmt.Fprintf(stdout, "listgate load: %d rows written, %d bad rows, %d rows skipped as written by an earlier run, in %v\n",
+		sum.Rows, sum.Bad, sum.Skipped, sum.Took.Round(time.Millisecond)); err != nil {
+		return err
+	}
+	if sum.Bad > 0 {
+		return fmt.Errorf("the load is done, but %d bad rows were written nowhere (reported above with their lines)", sum.Bad)
+	}
+	return nil
 }
 
 // loadTarget opens what a load writes to: the gateway of gatewayURL, the
