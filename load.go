@@ -147,6 +147,7 @@ func loadTarget(ctx context.Context, c config, explicit func(string) bool, gatew
 		return nil, fmt.Errorf("--max-value-bytes %d: must be from 1 to 65000", c.StoreLimits.MaxValueBytes)
 	}
 	c.StoreLimits.MaxAddBytes = store.DefaultLimits.MaxAddBytes
+	c.SlowQuery = 0 // a load's statements are many and large: slow ones are its nature, not news
 	var err error
 	if c.CQLWriteConsistency, err = parseConsistency(*text.writeCL); err != nil {
 		return nil, fmt.Errorf("--cql-write-consistency: %w", err)
