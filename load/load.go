@@ -45,6 +45,11 @@ type Config struct {
 	MaxErrors int
 	Report    Report
 	Now       func() time.Time
+	// ChunkItems is how many items the rows read are grouped by list
+	// over before they are written (0: DefaultChunkItems): the bigger,
+	// the fuller the batches of an input whose rows of one list are
+	// spread apart, and the more memory a load holds.
+	ChunkItems int
 }
 
 // Summary is what a load did.
@@ -55,10 +60,8 @@ type Summary struct {
 	Took    time.Duration
 }
 
-// chunkItems is how many items the rows read are grouped by list over
-// before they are written: the bigger, the fuller the batches of an input
-// whose rows of one list are spread apart, the more memory a load holds.
-const chunkItems = 20_000
+// DefaultChunkItems is a chunk's items by default.
+const DefaultChunkItems = 20_000
 
 // chunkBytes bounds the values a chunk holds.
 const chunkBytes = 16 << 20
@@ -95,6 +98,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	began := time.Now()
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.ChunkItems < 1 {
+		cfg.ChunkItems = DefaultChunkItems
 	}
 	if cfg.Concurrency < 1 {
 		cfg.Concurrency = 1
@@ -213,7 +219,7 @@ func (l *loader) readInput(ctx context.Context, i int, in input) error {
 			continue
 		}
 		g.add(list, item, ref)
-		if g.items >= chunkItems || g.bytes >= chunkBytes {
+		if g.items >= l.cfg.ChunkItems || g.bytes >= chunkBytes {
 			if err := l.dispatch(ctx, c, g); err != nil {
 				return err
 			}

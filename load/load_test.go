@@ -184,7 +184,7 @@ func TestLoadResumes(t *testing.T) {
 					defer cancel()
 					stop := &stopAfter{Target: target(t, s), items: n * 6 / 10, cancel: cancel}
 					cfg := load.Config{Inputs: []string{path}, Columns: dataio.DefaultColumns(), MaxRowBytes: dataio.DefaultMaxRowBytes,
-						Target: stop, Concurrency: 4, Checkpoint: ck, MaxErrors: 0}
+						Target: stop, Concurrency: 4, Checkpoint: ck, MaxErrors: 0, ChunkItems: 1000}
 					first, err := load.Run(ctx, cfg)
 					if !errors.Is(err, context.Canceled) {
 						t.Fatalf("the stopped load: %v", err)
