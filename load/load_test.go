@@ -29,11 +29,11 @@ import (
 // backend is a store a load writes into, as the listgate command opens it.
 type backend struct {
 	name string
-	open func(t *testing.T) store.Store
+	open func(t testing.TB) store.Store
 }
 
 var backends = []backend{
-	{"embedded", func(t *testing.T) store.Store {
+	{"embedded", func(t testing.TB) store.Store {
 		lim := store.DefaultLimits
 		lim.MaxAddItems = 1000
 		s, err := embedded.Open(embedded.Config{Dir: t.TempDir(), Limits: lim})
@@ -43,7 +43,7 @@ var backends = []backend{
 		t.Cleanup(func() { s.Close() })
 		return s
 	}},
-	{"cql", func(t *testing.T) store.Store {
+	{"cql", func(t testing.TB) store.Store {
 		cfg := cqltest.Config(t)
 		cfg.Limits.MaxAddItems = 1000
 		return cqltest.Open(t, cfg)
@@ -51,7 +51,7 @@ var backends = []backend{
 }
 
 // target is a StoreTarget on s, with the catalog a gateway keeps.
-func target(t *testing.T, s store.Store) *load.StoreTarget {
+func target(t testing.TB, s store.Store) *load.StoreTarget {
 	cat, err := features.New(context.Background(), s, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
