@@ -198,6 +198,7 @@ func (l *loader) readInput(ctx context.Context, i int, in input) error {
 			continue // written or reported by an earlier run
 		case errors.As(err, &rowErr):
 			c.end = pos.End
+			l.prog.readTo(i, pos.End)
 			if err := l.badRow(RowRef{i, pos.Line}, rowErr.Reason); err != nil {
 				return err
 			}
