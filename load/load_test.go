@@ -341,3 +341,48 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// TestLoadRecordsLiveAdds: a load straight into a store records the adds
+// to a live feature in the change feed, as a gateway's adds are, so that
+// subscriptions deliver the loaded items.
+func TestLoadRecordsLiveAdds(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			f := createFeature(t, s, store.Feature{EntityType: entityType(t), Name: "live", ValueType: store.String, Live: true})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			head, err := store.AwaitHead(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 500
+			path, _ := writeRows(t, dataio.NDJSON, f, n, 5)
+			if _, err := load.Run(ctx, load.Config{Inputs: []string{path}, Columns: dataio.DefaultColumns(),
+				MaxRowBytes: dataio.DefaultMaxRowBytes, Target: target(t, s), Concurrency: 2}); err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for after := head; len(seen) < n; {
+				changes, next, err := s.ReadFeed(ctx, after, func(l store.ListID) bool { return l.Feature == f.Key() }, 1<<20)
+				if err != nil {
+					t.Fatalf("reading the feed, %d of %d items recorded: %v", len(seen), n, err)
+				}
+				for _, c := range changes {
+					for _, it := range c.Items {
+						seen[c.List.EntityID+" "+it.Key] = true
+					}
+				}
+				if len(changes) == 0 {
+					if err := s.WaitFeed(ctx, next); err != nil {
+						t.Fatalf("waiting on the feed, %d of %d items recorded: %v", len(seen), n, err)
+					}
+				}
+				after = next
+			}
+			if len(seen) != n {
+				t.Errorf("the feed records %d items, the load wrote %d", len(seen), n)
+			}
+		})
+	}
+}
