@@ -74,20 +74,29 @@ func parseCommand(fs *flag.FlagSet, head string, args []string, getenv func(stri
 }
 
 // parseCommandArgs is parseCommand for a command that takes arguments
-// after its flags, which it returns.
+// among its flags, which it returns.
 func parseCommandArgs(fs *flag.FlagSet, head string, args []string, getenv func(string) string, help io.Writer) (func(name string) bool, []string, error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			writeUsage(help, head, fs)
-			return nil, nil, err
+	// Flags may come after arguments too: FILE --flag is read as the
+	// flag and the argument.
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				writeUsage(help, head, fs)
+				return nil, nil, err
+			}
+			return nil, nil, fmt.Errorf("%w (%s --help lists the flags)", err, fs.Name())
 		}
-		return nil, nil, fmt.Errorf("%w (%s --help lists the flags)", err, fs.Name())
+		if fs.NArg() == 0 {
+			break
+		}
+		rest, args = append(rest, fs.Arg(0)), fs.Args()[1:]
 	}
 	set, err := setFromEnv(fs, getenv)
 	if err != nil {
 		return nil, nil, err
 	}
-	return explicitly(set, getenv), fs.Args(), nil
+	return explicitly(set, getenv), rest, nil
 }
 
 // explicitly says whether a flag was set, on the command line (set) or by

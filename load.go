@@ -108,9 +108,14 @@ func runLoadTo(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "listgate load: %d rows written, %d bad rows, %d rows skipped as written by an earlier run, in %v\n",
-		sum.Rows, sum.Bad, sum.Skipped, sum.Took.Round(time.Millisecond))
-	return err
+	if _, err := fmt.Fprintf(stdout, "listgate load: %d rows written, %d bad rows, %d rows skipped as written by an earlier run, in %v\n",
+		sum.Rows, sum.Bad, sum.Skipped, sum.Took.Round(time.Millisecond)); err != nil {
+		return err
+	}
+	if sum.Bad > 0 {
+		return fmt.Errorf("the load is done, but %d bad rows were written nowhere (reported above with their lines)", sum.Bad)
+	}
+	return nil
 }
 
 // loadTarget opens what a load writes to: the gateway of gatewayURL, the
@@ -142,6 +147,7 @@ func loadTarget(ctx context.Context, c config, explicit func(string) bool, gatew
 		return nil, fmt.Errorf("--max-value-bytes %d: must be from 1 to 65000", c.StoreLimits.MaxValueBytes)
 	}
 	c.StoreLimits.MaxAddBytes = store.DefaultLimits.MaxAddBytes
+	c.SlowQuery = 0 // a load's statements are many and large: slow ones are its nature, not news
 	var err error
 	if c.CQLWriteConsistency, err = parseConsistency(*text.writeCL); err != nil {
 		return nil, fmt.Errorf("--cql-write-consistency: %w", err)

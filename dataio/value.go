@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
@@ -99,6 +102,26 @@ func textInput(t store.ValueType, s string) (any, error) {
 // decodeJSON decodes one JSON value as gqlgen decodes variables: numbers
 // as json.Number.
 func decodeJSON(b []byte) (any, error) {
+	if !utf8.Valid(b) {
+		// encoding/json would replace the invalid bytes.
+		return nil, fmt.Errorf("%w value: not valid UTF-8", errkind.Invalid)
+	}
+	// Scalars, most values, without a decoder's buffers.
+	if v := jsontext.Value(bytes.TrimSpace(b)); len(v) > 0 && v.IsValid() {
+		switch v.Kind() {
+		case '"':
+			s, err := jsontext.AppendUnquote(nil, v)
+			if err == nil {
+				return string(s), nil
+			}
+		case '0':
+			return json.Number(v), nil
+		case 't':
+			return true, nil
+		case 'f':
+			return false, nil
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any

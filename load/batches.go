@@ -12,6 +12,7 @@ type grouper struct {
 	byList map[listKey]*Add
 	adds   []*Add
 	items  int
+	bytes  int // of the values
 }
 
 type listKey struct{ feature, entityID string }
@@ -29,6 +30,7 @@ func (g *grouper) add(l store.List, it store.NewItem, ref RowRef) {
 	a.Items = append(a.Items, it)
 	a.Rows = append(a.Rows, ref)
 	g.items++
+	g.bytes += len(it.Value)
 }
 
 // itemBytes is what an item adds to an add, as store.PrepareAdd counts it

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/listgate/listgate/dataio"
+	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/keys"
 	"github.com/listgate/listgate/values"
@@ -44,6 +45,11 @@ type Config struct {
 	MaxErrors int
 	Report    Report
 	Now       func() time.Time
+	// ChunkItems is how many items the rows read are grouped by list
+	// over before they are written (0: DefaultChunkItems): the bigger,
+	// the fuller the batches of an input whose rows of one list are
+	// spread apart, and the more memory a load holds.
+	ChunkItems int
 }
 
 // Summary is what a load did.
@@ -54,10 +60,11 @@ type Summary struct {
 	Took    time.Duration
 }
 
-// chunkItems is how many items the rows read are grouped by list over
-// before they are written: the bigger, the fuller the batches of an input
-// whose rows of one list are spread apart, the more memory a load holds.
-const chunkItems = 20_000
+// DefaultChunkItems is a chunk's items by default.
+const DefaultChunkItems = 20_000
+
+// chunkBytes bounds the values a chunk holds.
+const chunkBytes = 16 << 20
 
 // loader is one run of a load. The reading and the grouping are the
 // goroutine of Run's; workers write batches; tracker orders what they
@@ -91,6 +98,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	began := time.Now()
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.ChunkItems < 1 {
+		cfg.ChunkItems = DefaultChunkItems
 	}
 	if cfg.Concurrency < 1 {
 		cfg.Concurrency = 1
@@ -188,6 +198,7 @@ func (l *loader) readInput(ctx context.Context, i int, in input) error {
 			continue // written or reported by an earlier run
 		case errors.As(err, &rowErr):
 			c.end = pos.End
+			l.prog.readTo(i, pos.End)
 			if err := l.badRow(RowRef{i, pos.Line}, rowErr.Reason); err != nil {
 				return err
 			}
@@ -198,7 +209,10 @@ func (l *loader) readInput(ctx context.Context, i int, in input) error {
 		c.end = pos.End
 		l.prog.readTo(i, pos.End)
 		ref := RowRef{i, pos.Line}
-		list, item, reason := l.check(ctx, row)
+		list, item, reason, err := l.check(ctx, row)
+		if err != nil {
+			return err
+		}
 		if reason != "" {
 			if err := l.badRow(ref, reason); err != nil {
 				return err
@@ -206,7 +220,7 @@ func (l *loader) readInput(ctx context.Context, i int, in input) error {
 			continue
 		}
 		g.add(list, item, ref)
-		if g.items >= chunkItems {
+		if g.items >= l.cfg.ChunkItems || g.bytes >= chunkBytes {
 			if err := l.dispatch(ctx, c, g); err != nil {
 				return err
 			}
@@ -217,45 +231,55 @@ func (l *loader) readInput(ctx context.Context, i int, in input) error {
 }
 
 // check turns a row into the list and item an add writes, as the gateway
-// checks an add's items, or says why it can never be written.
-func (l *loader) check(ctx context.Context, row dataio.Row) (store.List, store.NewItem, string) {
+// checks an add's items, or says why it can never be written (reason); an
+// error stops the load.
+func (l *loader) check(ctx context.Context, row dataio.Row) (store.List, store.NewItem, string, error) {
 	if err := keys.ValidateList(row.EntityType, row.Feature, row.Version, row.EntityID); err != nil {
-		return store.List{}, store.NewItem{}, err.Error()
+		return bad(err.Error())
 	}
 	f, err := l.cfg.Target.Feature(ctx, row.EntityType, row.Feature, row.Version)
-	if err != nil {
-		return store.List{}, store.NewItem{}, err.Error()
+	switch {
+	case errors.Is(err, errkind.NotFound) || errors.Is(err, errkind.Invalid):
+		return bad(err.Error())
+	case err != nil:
+		// The store or the gateway cannot say (unavailable, say): no row
+		// is to blame.
+		return store.List{}, store.NewItem{}, "", fmt.Errorf("looking up feature %s: %w", keys.FeatureKey(row.EntityType, row.Feature, row.Version), err)
 	}
 	if row.HasTTL && row.TTLSeconds != int64(f.TTL/time.Second) {
-		return store.List{}, store.NewItem{}, fmt.Sprintf("ttlSeconds %d: the items of feature %s live its TTL of %d s past their timestamps, not a row's own", row.TTLSeconds, f.Key(), int64(f.TTL/time.Second))
+		return bad(fmt.Sprintf("ttlSeconds %d: the items of feature %s live its TTL of %d s past their timestamps, not a row's own", row.TTLSeconds, f.Key(), int64(f.TTL/time.Second)))
 	}
 	in, err := row.Value.Input(f.ValueType)
 	if err != nil {
-		return store.List{}, store.NewItem{}, err.Error()
+		return bad(err.Error())
 	}
 	v, err := values.Encode(f.ValueType, in)
 	if err != nil {
-		return store.List{}, store.NewItem{}, err.Error()
+		return bad(err.Error())
 	}
 	if len(v) > l.lim.ValueBytes {
-		return store.List{}, store.NewItem{}, fmt.Sprintf("value of %d bytes, more than the %d allowed (--max-value-bytes)", len(v), l.lim.ValueBytes)
+		return bad(fmt.Sprintf("value of %d bytes, more than the %d allowed (--max-value-bytes)", len(v), l.lim.ValueBytes))
 	}
 	now := l.cfg.Now()
 	ts := row.Timestamp
 	if !row.HasTimestamp {
 		if !l.cfg.StampNow {
-			return store.List{}, store.NewItem{}, "no timestamp (--stamp-now gives such rows the time they are loaded)"
+			return bad("no timestamp (--stamp-now gives such rows the time they are loaded)")
 		}
 		ts = now.UnixNano()
 	}
 	_, live, err := keys.ItemTTL(ts, f.TTL, now, l.cfg.Target.ExpiryCap())
 	if err != nil {
-		return store.List{}, store.NewItem{}, err.Error()
+		return bad(err.Error())
 	}
 	if !live {
-		return store.List{}, store.NewItem{}, fmt.Sprintf("expired: the items of feature %s live %d s past their timestamps, so this one (%s) has", f.Key(), int64(f.TTL/time.Second), time.Unix(0, ts).UTC().Format(time.RFC3339Nano))
+		return bad(fmt.Sprintf("expired: the items of feature %s live %d s past their timestamps, so this one (%s) has", f.Key(), int64(f.TTL/time.Second), time.Unix(0, ts).UTC().Format(time.RFC3339Nano)))
 	}
-	return store.List{Feature: f, EntityID: row.EntityID}, store.NewItem{Timestamp: ts, Value: v}, ""
+	return store.List{Feature: f, EntityID: row.EntityID}, store.NewItem{Timestamp: ts, Value: v}, "", nil
+}
+
+func bad(reason string) (store.List, store.NewItem, string, error) {
+	return store.List{}, store.NewItem{}, reason, nil
 }
 
 // badRow reports a bad row, and stops the load past MaxErrors of them.

@@ -29,11 +29,11 @@ import (
 // backend is a store a load writes into, as the listgate command opens it.
 type backend struct {
 	name string
-	open func(t *testing.T) store.Store
+	open func(t testing.TB) store.Store
 }
 
 var backends = []backend{
-	{"embedded", func(t *testing.T) store.Store {
+	{"embedded", func(t testing.TB) store.Store {
 		lim := store.DefaultLimits
 		lim.MaxAddItems = 1000
 		s, err := embedded.Open(embedded.Config{Dir: t.TempDir(), Limits: lim})
@@ -43,7 +43,7 @@ var backends = []backend{
 		t.Cleanup(func() { s.Close() })
 		return s
 	}},
-	{"cql", func(t *testing.T) store.Store {
+	{"cql", func(t testing.TB) store.Store {
 		cfg := cqltest.Config(t)
 		cfg.Limits.MaxAddItems = 1000
 		return cqltest.Open(t, cfg)
@@ -51,7 +51,7 @@ var backends = []backend{
 }
 
 // target is a StoreTarget on s, with the catalog a gateway keeps.
-func target(t *testing.T, s store.Store) *load.StoreTarget {
+func target(t testing.TB, s store.Store) *load.StoreTarget {
 	cat, err := features.New(context.Background(), s, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +184,7 @@ func TestLoadResumes(t *testing.T) {
 					defer cancel()
 					stop := &stopAfter{Target: target(t, s), items: n * 6 / 10, cancel: cancel}
 					cfg := load.Config{Inputs: []string{path}, Columns: dataio.DefaultColumns(), MaxRowBytes: dataio.DefaultMaxRowBytes,
-						Target: stop, Concurrency: 4, Checkpoint: ck, MaxErrors: 0}
+						Target: stop, Concurrency: 4, Checkpoint: ck, MaxErrors: 0, ChunkItems: 1000}
 					first, err := load.Run(ctx, cfg)
 					if !errors.Is(err, context.Canceled) {
 						t.Fatalf("the stopped load: %v", err)
@@ -340,4 +340,49 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// TestLoadRecordsLiveAdds: a load straight into a store records the adds
+// to a live feature in the change feed, as a gateway's adds are, so that
+// subscriptions deliver the loaded items.
+func TestLoadRecordsLiveAdds(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			f := createFeature(t, s, store.Feature{EntityType: entityType(t), Name: "live", ValueType: store.String, Live: true})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			head, err := store.AwaitHead(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 500
+			path, _ := writeRows(t, dataio.NDJSON, f, n, 5)
+			if _, err := load.Run(ctx, load.Config{Inputs: []string{path}, Columns: dataio.DefaultColumns(),
+				MaxRowBytes: dataio.DefaultMaxRowBytes, Target: target(t, s), Concurrency: 2}); err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for after := head; len(seen) < n; {
+				changes, next, err := s.ReadFeed(ctx, after, func(l store.ListID) bool { return l.Feature == f.Key() }, 1<<20)
+				if err != nil {
+					t.Fatalf("reading the feed, %d of %d items recorded: %v", len(seen), n, err)
+				}
+				for _, c := range changes {
+					for _, it := range c.Items {
+						seen[c.List.EntityID+" "+it.Key] = true
+					}
+				}
+				if len(changes) == 0 {
+					if err := s.WaitFeed(ctx, next); err != nil {
+						t.Fatalf("waiting on the feed, %d of %d items recorded: %v", len(seen), n, err)
+					}
+				}
+				after = next
+			}
+			if len(seen) != n {
+				t.Errorf("the feed records %d items, the load wrote %d", len(seen), n)
+			}
+		})
+	}
 }
