@@ -166,8 +166,13 @@ type parquetWriter struct {
 
 const parquetBatch = 1024
 
+// parquetRowGroup bounds the rows of one row group: parquet-go keeps a
+// row group's pages in memory until it is written, by default one group
+// for the whole file, so that an export of any size would hold all of it.
+const parquetRowGroup = 100_000
+
 func newParquetWriter(w io.Writer) *parquetWriter {
-	return &parquetWriter{out: parquet.NewGenericWriter[parquetRow](w, parquet.Compression(&parquet.Zstd)),
+	return &parquetWriter{out: parquet.NewGenericWriter[parquetRow](w, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup)),
 		rows: make([]parquetRow, 0, parquetBatch), ttls: make([]int64, parquetBatch)}
 }
 
