@@ -53,7 +53,7 @@ gateway with --data-dir DIR.
 `
 
 // runBackup backs up the embedded store of --data-dir to --to.
-func runBackup(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func runBackup(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer) error {
 	var c config
 	fs, _ := commandFlags("backup", &c, "data-dir")
 	to := fs.String("to", "", "the folder to write the backup to: one outside the data folder that does not exist, or an empty one")

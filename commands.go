@@ -13,7 +13,7 @@ import (
 
 // command is one of listgate's commands besides serving: it parses its own
 // args and does its job.
-type command func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error
+type command func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
 
 // commands are listgate's commands, by the name that comes first on its
 // command line; with flags alone, listgate serves.
@@ -21,15 +21,17 @@ var commands = map[string]command{
 	"schema":  runSchema,
 	"migrate": runMigrate,
 	"backup":  runBackup,
+	"load":    runLoad,
+	"export":  runExport,
 }
 
 // runCommand runs the command args[0] names.
-func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cmd, ok := commands[args[0]]
 	if !ok {
-		return fmt.Errorf("unknown command %q: the commands are schema, migrate and backup, and listgate with flags alone serves (listgate --help says more)", args[0])
+		return fmt.Errorf("unknown command %q: the commands are schema, migrate, backup, load and export, and listgate with flags alone serves (listgate --help says more)", args[0])
 	}
-	if err := cmd(ctx, args[1:], getenv, stdout); !errors.Is(err, flag.ErrHelp) {
+	if err := cmd(ctx, args[1:], getenv, stdout, stderr); !errors.Is(err, flag.ErrHelp) {
 		return err
 	}
 	return nil // the usage is written
@@ -61,21 +63,40 @@ func commandFlags(name string, c *config, shared ...string) (*flag.FlagSet, flag
 // (explicitly). On --help it writes the usage, head first, to help and
 // returns flag.ErrHelp.
 func parseCommand(fs *flag.FlagSet, head string, args []string, getenv func(string) string, help io.Writer) (func(name string) bool, error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			writeUsage(help, head, fs)
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w (%s --help lists the flags)", err, fs.Name())
-	}
-	set, err := setFromEnv(fs, getenv)
+	explicit, rest, err := parseCommandArgs(fs, head, args, getenv, help)
 	if err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v (%s --help lists the flags)", fs.Args(), fs.Name())
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v (%s --help lists the flags)", rest, fs.Name())
 	}
-	return explicitly(set, getenv), nil
+	return explicit, nil
+}
+
+// parseCommandArgs is parseCommand for a command that takes arguments
+// among its flags, which it returns.
+func parseCommandArgs(fs *flag.FlagSet, head string, args []string, getenv func(string) string, help io.Writer) (func(name string) bool, []string, error) {
+	// Flags may come after arguments too: FILE --flag is read as the
+	// flag and the argument.
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				writeUsage(help, head, fs)
+				return nil, nil, err
+			}
+			return nil, nil, fmt.Errorf("%w (%s --help lists the flags)", err, fs.Name())
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest, args = append(rest, fs.Arg(0)), fs.Args()[1:]
+	}
+	set, err := setFromEnv(fs, getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	return explicitly(set, getenv), rest, nil
 }
 
 // explicitly says whether a flag was set, on the command line (set) or by
@@ -95,7 +116,7 @@ gateways.
 `
 
 // runSchema prints the schema Migrate applies.
-func runSchema(_ context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func runSchema(_ context.Context, args []string, getenv func(string) string, stdout, _ io.Writer) error {
 	var c config
 	fs, _ := commandFlags("schema", &c, "cql-keyspace", "cql-replication")
 	if _, err := parseCommand(fs, schemaUsage, args, getenv, stdout); err != nil {
@@ -132,7 +153,7 @@ var migrateFlags = []string{"cql-hosts", "cql-keyspace", "cql-local-dc", "cql-us
 	"cql-timeout", "cql-replication", "change-feed-retention"}
 
 // runMigrate applies the schema to the cluster and exits.
-func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer) error {
 	var c config
 	fs, text := commandFlags("migrate", &c, migrateFlags...)
 	explicit, err := parseCommand(fs, migrateUsage, args, getenv, stdout)

@@ -56,7 +56,13 @@ func TestCommands(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"scheme"}, `unknown command "scheme": the commands are schema, migrate and backup`},
+		{[]string{"scheme"}, `unknown command "scheme": the commands are schema, migrate, backup, load and export`},
+		{[]string{"load"}, "no input: name files, or - for standard input"},
+		{[]string{"load", "--url", "http://127.0.0.1:1", "--cql-hosts", "127.0.0.1:1", "x.ndjson"}, "--url loads through a gateway: give it alone"},
+		{[]string{"load", "--url", "127.0.0.1:8080", "x.ndjson"}, `--url "127.0.0.1:8080": must be the gateway's http(s) URL`},
+		{[]string{"load", "--column", "colour=c", "x.ndjson"}, `"colour" is not a row's field`},
+		{[]string{"load", "--format", "xml", "x.ndjson"}, `format "xml": must be ndjson, csv or parquet`},
+		{[]string{"load", "x.ndjson", "--format", "xml"}, `format "xml": must be ndjson, csv or parquet`},
 		{[]string{"migrate"}, "--cql-hosts is required"},
 		{[]string{"migrate", "--cql-hosts", "127.0.0.1:1", "--listen", ":1"}, "flag provided but not defined: -listen (listgate migrate --help lists the flags)"},
 		{[]string{"migrate", "--cql-hosts", "127.0.0.1:1", "--cql-keyspace", "Bad-Name"}, `keyspace "Bad-Name"`},
@@ -72,7 +78,7 @@ func TestCommands(t *testing.T) {
 		}
 	}
 	for cmd, want := range map[string]string{"schema": "--cql-replication string  (LISTGATE_CQL_REPLICATION", "backup": "--data-dir string  (LISTGATE_DATA_DIR",
-		"migrate": "--cql-password string  (LISTGATE_CQL_PASSWORD"} {
+		"migrate": "--cql-password string  (LISTGATE_CQL_PASSWORD", "load": "--api-key string  (LISTGATE_API_KEY"} {
 		out, err := runArgs(t, noEnv, cmd, "--help")
 		if err != nil || !strings.HasPrefix(out, "Usage: listgate "+cmd) || !strings.Contains(out, want) {
 			t.Errorf("listgate %s --help: %v\n%s", cmd, err, out)

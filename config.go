@@ -476,11 +476,14 @@ const serveUsage = `Usage: listgate [flags]
        listgate schema [flags]            print the CQL schema migrate applies
        listgate migrate [flags]           apply the CQL schema to the cluster, then exit
        listgate backup --to DIR [flags]   back up the embedded store
+       listgate load [flags] FILE…        add the items of NDJSON, CSV or Parquet files to their lists
+       listgate export [flags]            write lists' items as rows listgate load reads
 
 listgate serves the list features of a feature store over GraphQL, on
 ScyllaDB or Cassandra (--cql-hosts) or, without them, on an embedded store
-(--data-dir). listgate schema --help, listgate migrate --help and listgate
-backup --help say more of the other commands.
+(--data-dir). listgate schema --help, listgate migrate --help, listgate
+backup --help, listgate load --help and listgate export --help say more
+of the other commands.
 
 Every flag can also be set by the environment variable in brackets after
 it; a flag on the command line wins over its variable.

@@ -59,7 +59,7 @@ func (e loggedError) Unwrap() error { return e.error }
 // start with a command's name (schema, backup), runs that command.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if isCommand(args) {
-		return runCommand(ctx, args, getenv, stdout)
+		return runCommand(ctx, args, getenv, stdout, stderr)
 	}
 	cfg, err := parseConfig(args, getenv, stdout)
 	switch {

@@ -67,6 +67,9 @@ type Config struct {
 	// Speculation says how reads are sent to a second host when the
 	// first is slow (speculation.go).
 	Speculation SpeculationConfig
+	// Export tunes the token-range scans of an export (export.go); the
+	// zero value reads as DefaultExport.
+	Export ExportConfig
 }
 
 // DefaultConfig returns the settings for a local single node.

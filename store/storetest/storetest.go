@@ -106,6 +106,7 @@ func RunWith(t *testing.T, open NewStoreWith) {
 		{"LongScansTakeTurns", testLongScansTakeTurns},
 		{"ACatchUpPastTheRetentionFails", testCatchUpPastRetention},
 		{"PositionsOfNoRecordAreRefused", testPositionsOfNoRecord},
+		{"ExportYieldsEveryVisibleItemOfItsFeaturesOnce", testExport},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
