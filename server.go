@@ -352,9 +352,16 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 		return nil, explainTLS(cfg, err)
 	}
 	if cfg.Migrate {
-		if err := s.Migrate(ctx, cfg.schema()); err != nil {
+		existed, err := s.KeyspaceExists(ctx)
+		if err == nil {
+			err = s.Migrate(ctx, cfg.schema())
+		}
+		if err != nil {
 			s.Close()
 			return nil, err
+		}
+		if !existed && cfg.CQLReplication == cql.DefaultSchema().Replication {
+			log.Warn("--migrate created keyspace "+cfg.CQLKeyspace+" "+defaultReplication, "keyspace", cfg.CQLKeyspace)
 		}
 	}
 	if err := s.Ready(ctx); err != nil {

@@ -260,7 +260,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	}
 	session, err := cluster.CreateSession()
 	if err != nil {
-		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %w", errkind.Unavailable, strings.Join(cfg.Hosts, ","), err)
+		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %w", errkind.Unavailable, strings.Join(cfg.Hosts, ","), oneLine(err))
 	}
 	rows, err := store.NewRowMeter(cfg.MeterProvider)
 	if err != nil {
@@ -388,6 +388,7 @@ func classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	err = oneLine(err)
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -415,3 +416,20 @@ func classify(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
+
+// oneLine is err on one line: some of the driver's errors end in line
+// breaks (gocql's "unable to discover protocol version: …\n"), which a log
+// line's field or a message must not carry.
+func oneLine(err error) error {
+	if !strings.ContainsAny(err.Error(), "\r\n") {
+		return err
+	}
+	return lineError{err}
+}
+
+type lineError struct{ err error }
+
+func (e lineError) Error() string {
+	return strings.Join(strings.FieldsFunc(e.err.Error(), func(r rune) bool { return r == '\n' || r == '\r' }), " ")
+}
+func (e lineError) Unwrap() error { return e.err }
