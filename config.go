@@ -245,7 +245,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long in-flight requests and subscriptions may finish after SIGINT or SIGTERM; whatever is still stuck 5s later is left behind, and the process exits 1")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log lines as text or json")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "least severe `level` logged: debug, info (a line per GraphQL request), warn or error")
-	fs.DurationVar(&c.SlowQuery, "slow-query", 250*time.Millisecond, "log CQL statements slower than this (0: never)")
+	fs.DurationVar(&c.SlowQuery, "slow-query", 250*time.Millisecond, "log CQL statements slower than this (0: never); past the first, those of the next 10 s are one line: how many, and the slowest")
 	fs.IntVar(&c.GCPercent, "gc-percent", 400, "Go garbage collector target (GOGC) unless GOGC is set; the live heap is small and requests allocate, so 400 halves GC work per request")
 	fs.StringVar(&c.PprofListen, "pprof-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060), never on the public listener; empty: off")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve /metrics on this address (e.g. 127.0.0.1:9090) and not on --listen; empty: on --listen in dev mode, and nowhere in prod mode. With the same address as --pprof-listen, one listener serves both")

@@ -31,6 +31,7 @@ import (
 	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/playground"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
@@ -129,6 +130,8 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 	}
 	// The operators' listeners outlive the public one's draining and the
 	// subscriptions' ending, so /metrics shows them.
+	// The loader's histogram is on /metrics at zero until its first batch.
+	tel.AtZero("listgate_loader_batch_size", lists.BatchSizeHelp, lists.BatchSizeBounds)
 	ops, err := listenOps(cfg, tel, log)
 	if err != nil {
 		return err

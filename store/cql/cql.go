@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,9 +131,32 @@ type Store struct {
 	// Close waits for.
 	stop       context.CancelFunc
 	background sync.WaitGroup
+	slowLog    *slowLog // the observer's, closed with the store
 }
 
 var _ store.Store = (*Store)(nil)
+
+// each calls f with every statement.
+func (st *statements) each(f func(stmt string)) {
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.String:
+			if v.String() != "" {
+				f(v.String())
+			}
+		case reflect.Array, reflect.Slice:
+			for i := range v.Len() {
+				walk(v.Index(i))
+			}
+		case reflect.Struct:
+			for i := range v.NumField() {
+				walk(v.Field(i))
+			}
+		}
+	}
+	walk(reflect.ValueOf(*st))
+}
 
 type statements struct {
 	// scans[values][writeTimes] reads rows of one list between two keys,
@@ -268,7 +292,8 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 		return nil, err
 	}
 	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace), batchType: gocql.LoggedBatch, sharedRecord: sharedRecordBytes, rows: rows, turns: store.NewTurns(cfg.LongScans),
-		spec: spec, slow: slow}
+		spec: spec, slow: slow, slowLog: obs.slowLog}
+	obs.zeroErrors(&s.stmt)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -354,6 +379,7 @@ func (s *Store) Close() error {
 	s.stop()
 	s.background.Wait() // the lease is let go of first
 	s.session.Close()
+	s.slowLog.close()
 	return nil
 }
 

@@ -71,11 +71,6 @@ type Store struct {
 	cfg    Config
 	now    func() time.Time
 	mu     sync.Mutex // serializes feature metadata changes
-	// liveMu orders the adds' commits against features made live: an add
-	// holds it shared from deciding whether it records until its batch
-	// has committed, SetFeatureLive holds it alone while it writes. So an
-	// add that commits once a feature is made live records (LiveWait 0).
-	liveMu sync.RWMutex
 	stop   chan struct{}
 	done   sync.WaitGroup
 	closed sync.Once
@@ -85,6 +80,12 @@ type Store struct {
 	turns      *store.Turns // the long scans'
 
 	feed feedSeq // the change feed's numbering (feed.go)
+
+	// liveMu orders the adds' commits against features made live: an add
+	// holds it shared from deciding whether it records until its batch
+	// has committed, SetFeatureLive holds it alone while it writes. So an
+	// add that commits once a feature is made live records (LiveWait 0).
+	liveMu sync.RWMutex
 }
 
 var _ store.Store = (*Store)(nil)
