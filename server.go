@@ -128,10 +128,10 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 	if err := observeReady(tel.MeterProvider, ready); err != nil {
 		return err
 	}
-	// The operators' listeners outlive the public one's draining and the
-	// subscriptions' ending, so /metrics shows them.
 	// The loader's histogram is on /metrics at zero until its first batch.
 	tel.AtZero("listgate_loader_batch_size", lists.BatchSizeHelp, lists.BatchSizeBounds)
+	// The operators' listeners outlive the public one's draining and the
+	// subscriptions' ending, so /metrics shows them.
 	ops, err := listenOps(cfg, tel, log)
 	if err != nil {
 		return err
@@ -364,7 +364,8 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 			return nil, err
 		}
 		if !existed && cfg.CQLReplication == cql.DefaultSchema().Replication {
-			log.Warn("--migrate created keyspace "+cfg.CQLKeyspace+" "+defaultReplication, "keyspace", cfg.CQLKeyspace)
+			log.Warn("--migrate created the keyspace with the default replication: one replica of each list, for development; set --cql-replication",
+				"keyspace", cfg.CQLKeyspace, "replication", cfg.CQLReplication)
 		}
 	}
 	if err := s.Ready(ctx); err != nil {

@@ -82,8 +82,8 @@ type loader struct {
 	batchSize metric.Int64Histogram
 }
 
-// BatchSizeBounds are the buckets of listgate_loader_batch_size, whose
-// description is BatchSizeHelp.
+// BatchSizeBounds are the buckets of listgate_loader_batch_size, and
+// BatchSizeHelp its description.
 var BatchSizeBounds = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}
 
 const BatchSizeHelp = "Keys in each batch of the list loader."
