@@ -47,6 +47,8 @@ func TestRareEventsAreExportedAtZero(t *testing.T) {
 		"listgate_trusted_documents_reloads_total": {"outcome=ok", "outcome=failed"},
 		"listgate_trusted_documents":               {""},
 		"listgate_loader_batch_size":               {""},
+		"listgate_caller_throttled_total":          {"caller=address,reason=cost", "caller=address,reason=share"},
+		"listgate_caller_cost_spent_total":         {"caller=address"},
 	} {
 		f := families[name]
 		if f == nil {

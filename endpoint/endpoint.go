@@ -202,6 +202,7 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	callers.AtZero(cfg.Auth.Callers())
 
 	inFlight, err := newSlots(max(cfg.Limits.MaxInFlight, 1), max(1, int(share*float64(max(cfg.Limits.MaxInFlight, 1)))), meter)
 	if err != nil {
