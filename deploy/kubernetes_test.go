@@ -210,7 +210,7 @@ func flagOfVariable(name string) string {
 // The cluster is named in one file, and no kustomization picks an arg by
 // its place in the list (a JSON patch's /args/3), which breaks silently
 // when the args change.
-func TestClusterIsNamedOnce(t *testing.T) {
+func TestKubernetesNamesTheClusterOnce(t *testing.T) {
 	var naming []string
 	err := filepath.WalkDir("kubernetes", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
