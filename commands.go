@@ -144,13 +144,18 @@ Kubernetes Job: deploy/kubernetes/migrate); --migrate on the gateway does
 the same before serving, for development. It takes the gateway's flags and
 variables for the cluster.
 
+The keyspace is created with --cql-replication. With --mode prod it must
+be given: the default keeps one replica of each list, which suits a
+development node alone; without --mode prod, a keyspace created with the
+default says so.
+
 `
 
 // migrateFlags are the gateway's flags that listgate migrate takes: the
 // cluster's address, login and TLS, and what the schema depends on.
 var migrateFlags = []string{"cql-hosts", "cql-keyspace", "cql-local-dc", "cql-username", "cql-password",
 	"cql-tls", "cql-tls-ca", "cql-tls-cert", "cql-tls-key", "cql-tls-server-name", "cql-tls-verify-hostname",
-	"cql-timeout", "cql-replication", "change-feed-retention"}
+	"cql-timeout", "cql-replication", "change-feed-retention", "mode"}
 
 // runMigrate applies the schema to the cluster and exits.
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer) error {
@@ -164,6 +169,9 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if len(c.CQLHosts) == 0 {
 		return errors.New("--cql-hosts is required: listgate migrate creates the schema on a cluster (the embedded store needs none)")
 	}
+	if err := checkReplication(c.Mode, explicit("cql-replication")); err != nil {
+		return err
+	}
 	tls, err := loadCQLTLS(c.CQLTLSFiles, explicit, true)
 	if err != nil {
 		return err
@@ -176,12 +184,38 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return explainTLS(c, err)
 	}
 	defer s.Close()
+	existed, err := s.KeyspaceExists(ctx)
+	if err != nil {
+		return err
+	}
 	if err := s.Migrate(ctx, c.schema()); err != nil {
 		return err
 	}
 	if err := s.Ready(ctx); err != nil {
 		return err
 	}
+	if !existed && c.CQLReplication == cql.DefaultSchema().Replication {
+		if _, err := fmt.Fprintf(stdout, "listgate migrate: created keyspace %s %s\n", c.CQLKeyspace, defaultReplication); err != nil {
+			return err
+		}
+	}
 	_, err = fmt.Fprintf(stdout, "listgate migrate: keyspace %s on %s holds the schema, and every node agrees on it\n", c.CQLKeyspace, strings.Join(c.CQLHosts, ","))
 	return err
 }
+
+// checkReplication refuses to create a keyspace in prod mode with the
+// default replication, which keeps one replica of each list.
+func checkReplication(mode string, explicit bool) error {
+	switch {
+	case mode != "dev" && mode != "prod":
+		return fmt.Errorf("--mode %q: must be dev or prod", mode)
+	case mode == "prod" && !explicit:
+		return fmt.Errorf("--mode prod needs --cql-replication, the keyspace's replication map, such as \"{'class': 'NetworkTopologyStrategy', 'dc1': 3}\": the default, %s, keeps one replica of each list, which suits a development node alone", cql.DefaultSchema().Replication)
+	}
+	return nil
+}
+
+// defaultReplication says what a keyspace created without
+// --cql-replication got.
+var defaultReplication = "with the default replication, " + cql.DefaultSchema().Replication +
+	": one replica of each list, for development; set --cql-replication (ALTER KEYSPACE changes it later, then run nodetool repair)"

@@ -121,11 +121,47 @@ func TestMigrateCommand(t *testing.T) {
 	freshKeyspace(t, hosts, ks)
 	env := map[string]string{"LISTGATE_CQL_KEYSPACE": ks, "LISTGATE_CQL_TIMEOUT": "10s"}
 	getenv := func(k string) string { return env[k] }
-	for range 2 {
+
+	// Before it, a gateway's readiness names the step production runs.
+	cfg := cql.DefaultConfig()
+	cfg.Hosts, cfg.Keyspace, cfg.Timeout = hosts, ks, 10*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := cql.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Ready(ctx)
+	s.Close()
+	if err == nil || !strings.Contains(err.Error(), "run listgate migrate") {
+		t.Fatalf("readiness before listgate migrate: %v, want it to say run listgate migrate", err)
+	}
+
+	// In prod mode the replication must be given: the default keeps one
+	// replica. Nothing is created.
+	if _, err := runArgs(t, getenv, "migrate", "--mode", "prod", "--cql-hosts", strings.Join(hosts, ",")); err == nil || !strings.Contains(err.Error(), "--mode prod needs --cql-replication") {
+		t.Fatalf("listgate migrate --mode prod without --cql-replication: %v", err)
+	}
+	if s, err = cql.Open(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	exists, err := s.KeyspaceExists(ctx)
+	s.Close()
+	if err != nil || exists {
+		t.Fatalf("after a refused migrate the keyspace exists: %v, %v", exists, err)
+	}
+	for i := range 2 {
 		out, err := runArgs(t, getenv, "migrate", "--cql-hosts", strings.Join(hosts, ","))
 		if err != nil || !strings.Contains(out, "keyspace "+ks+" on ") {
 			t.Fatalf("listgate migrate: %v\n%s", err, out)
 		}
+		// In dev mode it says what it chose, when it creates the keyspace.
+		if said := strings.Contains(out, "created keyspace "+ks+" with the default replication, {'class': 'SimpleStrategy', 'replication_factor': 1}: one replica"); said != (i == 0) {
+			t.Errorf("run %d of listgate migrate in dev mode wrote:\n%s", i+1, out)
+		}
+	}
+	if _, err := runArgs(t, getenv, "migrate", "--mode", "prod", "--cql-replication", "{'class': 'SimpleStrategy', 'replication_factor': 1}", "--cql-hosts", strings.Join(hosts, ",")); err != nil {
+		t.Fatalf("listgate migrate --mode prod with --cql-replication: %v", err)
 	}
 	base := start(t, "--cql-hosts", strings.Join(hosts, ","), "--cql-keyspace", ks, "--cql-timeout", "10s")
 	walkthrough(t, base, "user")
@@ -209,5 +245,18 @@ func TestPrintedSchemaServes(t *testing.T) {
 	t.Logf("applied %d statements to %s; the gateway served from it without --migrate; Migrate ran the same %d", len(printed), ks, len(ran))
 	if fmt.Sprint(ran) != fmt.Sprint(printed) {
 		t.Fatalf("Migrate ran\n%s\nlistgate schema printed\n%s", strings.Join(ran, ";\n"), strings.Join(printed, ";\n"))
+	}
+}
+
+// A gateway in prod mode refuses --migrate without --cql-replication, as
+// listgate migrate does: the default keeps one replica of each list.
+func TestProdMigrateNeedsReplication(t *testing.T) {
+	key := "ops " + strings.Repeat("ab", 32) + " lists:read"
+	_, err := parseConfig([]string{"--mode", "prod", "--api-keys", key, "--cql-hosts", "127.0.0.1:1", "--migrate"}, noEnv, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--migrate: --mode prod needs --cql-replication") {
+		t.Fatalf("--mode prod --migrate without --cql-replication: %v", err)
+	}
+	if _, err := parseConfig([]string{"--mode", "prod", "--api-keys", key, "--cql-hosts", "127.0.0.1:1", "--migrate", "--cql-replication", "{'class': 'NetworkTopologyStrategy', 'dc1': 3}"}, noEnv, io.Discard); err != nil {
+		t.Fatalf("with --cql-replication: %v", err)
 	}
 }

@@ -181,7 +181,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.BoolVar(&c.Migrate, "migrate", false, "create the keyspace and tables that are missing (as listgate migrate does), then serve: for development; in production run listgate migrate first")
 	fs.StringVar(&c.CQLReplication, "cql-replication", cql.DefaultSchema().Replication, "keyspace replication map used by --migrate and listgate schema")
 	fs.DurationVar(&c.FeatureRefresh, "feature-refresh", 10*time.Second, "how often the feature catalog is reloaded (at most a third of --feature-staleness)")
-	fs.DurationVar(&c.FeatureStaleness, "feature-staleness", features.DefaultStaleness, "how old the feature catalog may be and still be served, the same on every gateway of a fleet: past it lists are refused (UNAVAILABLE); a deleted feature may still be served this long through a gateway that has not reloaded, one re-created with another value type or cap waits this long (and 5 s of clock skew) after its deletion, and subscriptions to a feature made live wait as long after the change")
+	fs.DurationVar(&c.FeatureStaleness, "feature-staleness", features.DefaultStaleness, "how old the feature catalog may be and still be served, the same on every gateway of a fleet: past it lists are refused (UNAVAILABLE); a deleted feature may still be served this long through a gateway that has not reloaded, one re-created with another value type or cap waits this long (and 5 s of clock skew) after its deletion, and subscriptions to a feature made live wait as long after the change (on a cluster; on the embedded store, which one gateway serves, not at all)")
 	fs.DurationVar(&c.Loader.Wait, "loader-wait", lists.DefaultLoaderConfig.Wait, "how long the list loader gathers keys before a batch runs")
 	fs.IntVar(&c.Loader.MaxBatch, "loader-max-batch", lists.DefaultLoaderConfig.MaxBatch, "keys that make the list loader run a batch at once")
 	fs.IntVar(&c.Loader.Concurrency, "loader-concurrency", lists.DefaultLoaderConfig.Concurrency, "queries one loader batch runs at once")
@@ -246,7 +246,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long in-flight requests and subscriptions may finish after SIGINT or SIGTERM; whatever is still stuck 5s later is left behind, and the process exits 1")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log lines as text or json")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "least severe `level` logged: debug, info (a line per GraphQL request), warn or error")
-	fs.DurationVar(&c.SlowQuery, "slow-query", 250*time.Millisecond, "log CQL statements slower than this (0: never)")
+	fs.DurationVar(&c.SlowQuery, "slow-query", 250*time.Millisecond, "log CQL statements slower than this (0: never); past the first, those of the next 10 s are one line: how many, and the slowest")
 	fs.IntVar(&c.GCPercent, "gc-percent", 400, "Go garbage collector target (GOGC) unless GOGC is set; the live heap is small and requests allocate, so 400 halves GC work per request")
 	fs.StringVar(&c.PprofListen, "pprof-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060), never on the public listener; empty: off")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve /metrics on this address (e.g. 127.0.0.1:9090) and not on --listen; empty: on --listen in dev mode, and nowhere in prod mode. With the same address as --pprof-listen, one listener serves both")
@@ -316,6 +316,11 @@ func parseConfig(args []string, getenv func(string) string, help io.Writer) (con
 	}
 	if c.Mode == "prod" && (c.JWTKeysFile != "" || c.JWTJWKSURL != "") && c.JWTAudience == "" {
 		return c, fmt.Errorf("--mode prod with JWTs needs --jwt-audience: without it, any token the identity provider signs verifies, whatever application it was minted for")
+	}
+	if c.Migrate {
+		if err := checkReplication(c.Mode, explicit("cql-replication")); err != nil {
+			return c, fmt.Errorf("--migrate: %w", err)
+		}
 	}
 	if c.Mode == "dev" && !authenticated && !c.DevAllowRemote && !loopback(c.Listen) {
 		return c, fmt.Errorf("--listen %s: --mode dev without credentials gives every caller every scope, features:admin included; listen on 127.0.0.1, configure --api-keys or JWTs, or pass --dev-allow-remote to serve it beyond loopback all the same", c.Listen)

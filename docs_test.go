@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -217,4 +218,42 @@ func TestPlaygroundOpensOnTheReadmesRead(t *testing.T) {
 	if got := strings.Join(query, "\n"); got != firstRead {
 		t.Errorf("the playground opens on\n%s\nnot on the README walkthrough's first read\n%s", got, firstRead)
 	}
+}
+
+// The mutations the playground's comment names create the README's
+// feature as the README does, live: run on a fresh server, the
+// walkthrough's subscription is accepted at once and gets the item the
+// block after it adds.
+func TestPlaygroundCommentMakesTheReadmesFeature(t *testing.T) {
+	script, err := os.ReadFile("playground/init.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)var example = `(.*?)`;").FindSubmatch(script)
+	if m == nil {
+		t.Fatal("playground/init.js has no var example = `…`;")
+	}
+	var comment strings.Builder
+	for line := range strings.SplitSeq(string(m[1]), "\n") {
+		if rest, ok := strings.CutPrefix(line, "#   "); ok {
+			comment.WriteString(rest + "\n")
+		}
+	}
+	var blocks []string
+	for _, mutation := range strings.SplitAfter(comment.String(), "\n") {
+		if strings.HasPrefix(mutation, "mutation") {
+			blocks = append(blocks, mutation)
+		} else if len(blocks) > 0 {
+			blocks[len(blocks)-1] += mutation
+		}
+	}
+	if len(blocks) != 2 || !strings.Contains(blocks[0], "createListFeature") {
+		t.Fatalf("the playground's comment names %d mutations, want createListFeature and addListItems:\n%s", len(blocks), comment.String())
+	}
+	walkthrough := walkthroughBlocks(t)
+	i := slices.IndexFunc(walkthrough, func(b string) bool { return strings.HasPrefix(b, "subscription") })
+	if i < 0 || i+1 == len(walkthrough) {
+		t.Fatal("the README's walkthrough has no subscription followed by an add")
+	}
+	runGraphQLBlocks(t, start(t, "--data-dir", t.TempDir()), append(blocks, walkthrough[i:i+2]...))
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/features"
+	"github.com/listgate/listgate/lists"
 	"github.com/listgate/listgate/playground"
 	"github.com/listgate/listgate/store"
 	"github.com/listgate/listgate/store/cql"
@@ -127,6 +128,8 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 	if err := observeReady(tel.MeterProvider, ready); err != nil {
 		return err
 	}
+	// The loader's histogram is on /metrics at zero until its first batch.
+	tel.AtZero("listgate_loader_batch_size", lists.BatchSizeHelp, lists.BatchSizeBounds)
 	// The operators' listeners outlive the public one's draining and the
 	// subscriptions' ending, so /metrics shows them.
 	ops, err := listenOps(cfg, tel, log)
@@ -352,9 +355,17 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *s
 		return nil, explainTLS(cfg, err)
 	}
 	if cfg.Migrate {
-		if err := s.Migrate(ctx, cfg.schema()); err != nil {
+		existed, err := s.KeyspaceExists(ctx)
+		if err == nil {
+			err = s.Migrate(ctx, cfg.schema())
+		}
+		if err != nil {
 			s.Close()
 			return nil, err
+		}
+		if !existed && cfg.CQLReplication == cql.DefaultSchema().Replication {
+			log.Warn("--migrate created the keyspace with the default replication: one replica of each list, for development; set --cql-replication",
+				"keyspace", cfg.CQLKeyspace, "replication", cfg.CQLReplication)
 		}
 	}
 	if err := s.Ready(ctx); err != nil {

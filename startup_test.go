@@ -267,3 +267,55 @@ func TestProdFailureIsAJSONLine(t *testing.T) {
 		t.Fatalf("the last line: %v", last)
 	}
 }
+
+// A gateway started before its cluster logs why it cannot open its store
+// yet on one line: the driver's error ends in line breaks, which a log
+// field must not carry. Meanwhile it answers UNAVAILABLE, 503 with
+// Retry-After.
+func TestStoreErrorsAreLoggedOnOneLine(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	getenv := func(k string) string { return map[string]string{"GOGC": "100", "GOMEMLIMIT": "max"}[k] }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--log-format", "json", "--cql-hosts", closed, "--cql-timeout", "1s", "--listen", "127.0.0.1:0"}, getenv, &stdout, &stderr)
+	}()
+	var why, listen string
+	waitFor(t, time.Minute, "a line saying the store cannot be opened yet", func() bool {
+		for line := range strings.SplitSeq(stderr.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) != nil {
+				continue
+			}
+			switch m["msg"] {
+			case "listgate listening, opening the store":
+				listen, _ = m["listen"].(string)
+			case "the store cannot be opened yet; trying again":
+				why, _ = m["err"].(string)
+			}
+		}
+		return why != "" && listen != ""
+	})
+	if strings.ContainsAny(why, "\r\n") || !strings.Contains(why, closed) {
+		t.Errorf("the store's error: %q, want one line naming %s", why, closed)
+	}
+	resp, err := http.Post("http://"+listen+"/graphql", "application/json", strings.NewReader(`{"query":"{ __typename }"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("while the store opens: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}

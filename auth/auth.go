@@ -177,6 +177,23 @@ func New(cfg Config) (*Authenticator, error) {
 // Configured reports whether any API key, JWT key or JWKS URL is set.
 func (a *Authenticator) Configured() bool { return !a.disabled }
 
+// Callers are the kinds of caller it lets in, as Principal.Caller names
+// them, each API key by name: key:<name> for each key, jwt: when JWTs
+// verify, and addr: (a client's address) when nobody authenticates.
+func (a *Authenticator) Callers() []string {
+	if a.disabled {
+		return []string{"addr:"}
+	}
+	var out []string
+	for _, k := range a.keys {
+		out = append(out, "key:"+k.name)
+	}
+	if len(a.jwtKeys) > 0 || a.jwks != nil {
+		out = append(out, "jwt:")
+	}
+	return out
+}
+
 // Run fetches the JWKS's keys again every hour (every minute while its
 // last fetch failed) until ctx ends. Without a JWKS URL it returns at once.
 func (a *Authenticator) Run(ctx context.Context) {

@@ -1,7 +1,11 @@
 package deploy
 
 import (
+	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +38,7 @@ type manifests struct {
 	policy     *networkingv1.NetworkPolicy
 	monitor    *monitoringv1.PodMonitor
 	namespace  *corev1.Namespace
+	cluster    *corev1.ConfigMap // listgate-cluster: the cluster, named once
 }
 
 // render runs a kustomization, as `kustomize build dir` does, and decodes
@@ -68,6 +73,8 @@ func render(t *testing.T, dir string) manifests {
 			into = decodeOnce(t, &m.monitor, id)
 		case "v1 Namespace":
 			into = decodeOnce(t, &m.namespace, id)
+		case "v1 ConfigMap":
+			into = decodeOnce(t, &m.cluster, id)
 		default:
 			t.Fatalf("%s renders a %s (%s), which this test does not know", dir, id, r.GetName())
 		}
@@ -75,8 +82,8 @@ func render(t *testing.T, dir string) manifests {
 			t.Fatalf("%s's %s %s does not decode strictly: %v\n%s", dir, id, r.GetName(), err, doc)
 		}
 	}
-	if m.deployment == nil || m.service == nil || m.pdb == nil || m.hpa == nil || m.policy == nil || m.monitor == nil {
-		t.Fatalf("%s lacks a Deployment, Service, PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy or PodMonitor", dir)
+	if m.deployment == nil || m.service == nil || m.pdb == nil || m.hpa == nil || m.policy == nil || m.monitor == nil || m.cluster == nil {
+		t.Fatalf("%s lacks a Deployment, Service, PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy, PodMonitor or the cluster's ConfigMap", dir)
 	}
 	return m
 }
@@ -107,7 +114,7 @@ func TestKustomizations(t *testing.T) {
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			m := render(t, tc.dir)
-			c := checkContainer(t, m.deployment, cli, bin)
+			c := checkContainer(t, m.deployment, m.cluster, cli, bin)
 			checkPorts(t, m, c, live)
 			checkPod(t, m.deployment, c)
 			checkNeighbours(t, m)
@@ -124,7 +131,7 @@ type container struct {
 	flags map[string]string // flag name without "--" → value ("" for a bare bool)
 }
 
-func checkContainer(t *testing.T, d *appsv1.Deployment, cli commandLine, bin string) container {
+func checkContainer(t *testing.T, d *appsv1.Deployment, cluster *corev1.ConfigMap, cli commandLine, bin string) container {
 	t.Helper()
 	cs := d.Spec.Template.Spec.Containers
 	if len(cs) != 1 || cs[0].Name != "listgate" {
@@ -156,6 +163,12 @@ func checkContainer(t *testing.T, d *appsv1.Deployment, cli commandLine, bin str
 			t.Errorf("env %s is the variable of no flag (listgate --help)", e.Name)
 		}
 	}
+	for name, value := range clusterFlags(t, c.Container, cluster) {
+		if !cli.env[name] {
+			t.Errorf("the ConfigMap %s's %s is the variable of no flag (listgate --help)", cluster.Name, name)
+		}
+		c.flags[flagOfVariable(name)] = value
+	}
 	if c.flags["mode"] != "prod" {
 		t.Errorf("--mode is %q, want prod: dev mode gives every caller every scope", c.flags["mode"])
 	}
@@ -163,6 +176,71 @@ func checkContainer(t *testing.T, d *appsv1.Deployment, cli commandLine, bin str
 		t.Errorf("the image is %q: the kustomization's images should name a registry and a tag", c.Image)
 	}
 	return c
+}
+
+// clusterFlags returns the variables a container takes from the cluster's
+// ConfigMap (envFrom), checking that the cluster is named there alone: the
+// container reads the ConfigMap by name, and no arg names the hosts,
+// keyspace or data centre again.
+func clusterFlags(t *testing.T, c *corev1.Container, cluster *corev1.ConfigMap) map[string]string {
+	t.Helper()
+	if len(c.EnvFrom) != 1 || c.EnvFrom[0].ConfigMapRef == nil || c.EnvFrom[0].ConfigMapRef.Name != cluster.Name {
+		t.Fatalf("container %s's envFrom is %+v, want the cluster's ConfigMap %s", c.Name, c.EnvFrom, cluster.Name)
+	}
+	for _, arg := range c.Args {
+		for _, f := range []string{"cql-hosts", "cql-keyspace", "cql-local-dc", "cql-replication"} {
+			if strings.HasPrefix(arg, "--"+f+"=") {
+				t.Errorf("container %s's arg %q names the cluster again: it is in the ConfigMap %s alone", c.Name, arg, cluster.Name)
+			}
+		}
+	}
+	for _, f := range []string{"LISTGATE_CQL_HOSTS", "LISTGATE_CQL_KEYSPACE", "LISTGATE_CQL_LOCAL_DC"} {
+		if cluster.Data[f] == "" {
+			t.Errorf("the ConfigMap %s has no %s", cluster.Name, f)
+		}
+	}
+	return cluster.Data
+}
+
+// flagOfVariable is the flag a LISTGATE_ variable sets.
+func flagOfVariable(name string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "LISTGATE_")), "_", "-")
+}
+
+// The cluster is named in one file, and no kustomization picks an arg by
+// its place in the list (a JSON patch's /args/3), which breaks silently
+// when the args change.
+func TestKubernetesNamesTheClusterOnce(t *testing.T) {
+	var naming []string
+	err := filepath.WalkDir("kubernetes", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), "scylla-client.scylla.svc") {
+			naming = append(naming, p)
+		}
+		if m := regexp.MustCompile(`/args/[0-9]+`).Find(b); m != nil {
+			t.Errorf("%s patches %s: an arg by its place", p, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(naming) != 1 {
+		t.Errorf("the cluster's hosts are named in %v, want one file", naming)
+	}
+	docs, err := os.ReadFile("../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`/args/[0-9]+`).Find(docs); m != nil {
+		t.Errorf("docs/deploy.md tells to patch %s: an arg by its place", m)
+	}
 }
 
 // checkPorts maps each container port to the flag whose listener it is,
@@ -458,16 +536,25 @@ func TestMigrateJob(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kustomize build kubernetes/migrate: %v", err)
 	}
-	if len(resources.Resources()) != 1 || resources.Resources()[0].GetKind() != "Job" {
-		t.Fatalf("kubernetes/migrate renders %d objects, want one Job", len(resources.Resources()))
-	}
-	doc, err := resources.Resources()[0].AsYAML()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var job batchv1.Job
-	if err := yaml.UnmarshalStrict(doc, &job); err != nil {
-		t.Fatalf("the Job does not decode strictly: %v\n%s", err, doc)
+	var cluster corev1.ConfigMap
+	kinds := map[string]any{"Job": &job, "ConfigMap": &cluster}
+	if len(resources.Resources()) != 2 {
+		t.Fatalf("kubernetes/migrate renders %d objects, want a Job and the cluster's ConfigMap", len(resources.Resources()))
+	}
+	for _, r := range resources.Resources() {
+		into, ok := kinds[r.GetKind()]
+		if !ok {
+			t.Fatalf("kubernetes/migrate renders a %s", r.GetKind())
+		}
+		delete(kinds, r.GetKind())
+		doc, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(doc, into); err != nil {
+			t.Fatalf("the %s does not decode strictly: %v\n%s", r.GetKind(), err, doc)
+		}
 	}
 	prod := render(t, "kubernetes/overlays/prod")
 	gateway := prod.deployment.Spec.Template.Spec.Containers[0]
@@ -492,10 +579,26 @@ func TestMigrateJob(t *testing.T) {
 		}
 		return m
 	}
-	mine, theirs := flags(c.Args[1:]), flags(gateway.Args)
-	for _, f := range []string{"cql-hosts", "cql-keyspace", "cql-local-dc"} {
+	mine, theirs := clusterFlags(t, &c, &cluster), clusterFlags(t, &gateway, prod.cluster)
+	for _, f := range []string{"LISTGATE_CQL_HOSTS", "LISTGATE_CQL_KEYSPACE", "LISTGATE_CQL_LOCAL_DC"} {
 		if mine[f] == "" || mine[f] != theirs[f] {
-			t.Errorf("the Job's --%s is %q, the prod Deployment's %q: migrate the cluster the gateways serve from", f, mine[f], theirs[f])
+			t.Errorf("the Job's %s is %q, the prod Deployment's %q: migrate the cluster the gateways serve from", f, mine[f], theirs[f])
+		}
+	}
+	if cluster.Name != prod.cluster.Name {
+		t.Errorf("the Job reads the ConfigMap %s, the Deployment %s: one cluster, one ConfigMap", cluster.Name, prod.cluster.Name)
+	}
+	if flags(c.Args[1:])["mode"] != "prod" || mine["LISTGATE_CQL_REPLICATION"] == "" {
+		t.Errorf("the Job runs listgate migrate without --mode=prod, or without the replication in its ConfigMap: %q %v", c.Args, mine)
+	}
+	// listgate migrate takes each of the ConfigMap's variables.
+	help, err := runListgate(bin, "migrate", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range mine {
+		if !strings.Contains(help, "("+k+")") && !strings.Contains(help, "("+k+",") {
+			t.Errorf("the ConfigMap's %s is the variable of no flag of listgate migrate:\n%s", k, help)
 		}
 	}
 	if c.Image != gateway.Image || job.Namespace != prod.deployment.Namespace {

@@ -235,12 +235,22 @@ func New(path string, mode Mode, log *slog.Logger, meter metric.Meter) (*Trusted
 		metric.WithDescription("Requests enforce mode refuses, by mode: audit (let through) or enforce (refused).")); err != nil {
 		return nil, err
 	}
+	// At zero from the start, each outcome and mode, with trusted
+	// documents on or off: a dashboard shows 0, not "No data".
+	for _, outcome := range []string{"ok", "failed"} {
+		t.reloads.Add(context.Background(), 0, metric.WithAttributes(attribute.String("outcome", outcome)))
+	}
+	for _, m := range []Mode{Audit, Enforce} {
+		t.untrusted.Add(context.Background(), 0, metric.WithAttributes(attribute.String("mode", string(m))))
+	}
 	if _, err = meter.Int64ObservableGauge("listgate.trusted_documents",
 		metric.WithDescription("Trusted documents in the set in use."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			n := 0
 			if s := t.set.Load(); s != nil {
-				o.Observe(int64(s.Len()))
+				n = s.Len()
 			}
+			o.Observe(int64(n))
 			return nil
 		})); err != nil {
 		return nil, err

@@ -205,6 +205,7 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	callers.AtZero(cfg.Auth.Callers())
 
 	inFlight, err := newSlots(max(cfg.Limits.MaxInFlight, 1), max(1, int(share*float64(max(cfg.Limits.MaxInFlight, 1)))), meter)
 	if err != nil {
@@ -317,12 +318,17 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 	h.rateLimitHeaders(w, op)
 	if errs != nil {
 		status := operationErrorStatus(errs, contentType)
-		if op.Quota.Throttled > 0 {
+		resp := withCost(h.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs), op, h.callers)
+		switch {
+		case op.Quota.Throttled > 0:
 			w.Header().Set("Retry-After", strconv.FormatInt(op.Quota.RetrySeconds(), 10))
 			status = http.StatusTooManyRequests
+		case unserved(resp, contentType):
+			w.Header().Set("Retry-After", "1")
+			status = http.StatusServiceUnavailable
 		}
 		w.WriteHeader(status)
-		writeResponse(w, withCost(h.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs), op, h.callers))
+		writeResponse(w, resp)
 		return 0, nil
 	}
 	switch {
@@ -340,7 +346,7 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 	// no slot of --max-in-flight and no complexity.
 	slot.Release()
 	op.End()
-	writeResult(w, ctx, resp, h.exec, op, h.callers)
+	writeResult(w, ctx, resp, contentType, h.exec, op, h.callers)
 	return 0, nil
 }
 

@@ -196,8 +196,9 @@ func operationErrorStatus(errs gqlerror.List, contentType string) int {
 // writeResult writes an operation's response. gqlgen gives none when the
 // request's context ended first: past the deadline that is a TIMEOUT error
 // (a client must never read a bare null), with extensions.cost if op asked
-// for it; a client that went away gets nothing.
-func writeResult(w http.ResponseWriter, ctx context.Context, resp *graphql.Response, exec graphql.GraphExecutor, op *operation.Operation, callers *guards.Callers) {
+// for it; a client that went away gets nothing. One UNAVAILABLE as a
+// whole is 503 (unserved).
+func writeResult(w http.ResponseWriter, ctx context.Context, resp *graphql.Response, contentType string, exec graphql.GraphExecutor, op *operation.Operation, callers *guards.Callers) {
 	if resp == nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			w.WriteHeader(http.StatusGatewayTimeout)
@@ -205,7 +206,48 @@ func writeResult(w http.ResponseWriter, ctx context.Context, resp *graphql.Respo
 		}
 		return
 	}
+	if unserved(resp, contentType) {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
 	writeResponse(w, resp)
+}
+
+// unserved says whether an answer is UNAVAILABLE as a whole: every error
+// UNAVAILABLE (the store failed, or a bound of the gateway's refused it),
+// and no data came of it. Such an answer has the status of a gateway that
+// is starting, or at --max-in-flight: 503 with Retry-After, so that one
+// code has one status, and load balancers, retrying clients (Apollo's
+// RetryLink retries a 5xx, not a GraphQL error) and 5xx alerts see it.
+// No data is data null, or, in application/json, every root field null
+// (a mutation's payloads are nullable); application/graphql-response+json
+// requires a 2xx for any data but null. An answer with data served is 200
+// whatever its fields' errors: that data must reach the client.
+func unserved(resp *graphql.Response, contentType string) bool {
+	if len(resp.Errors) == 0 {
+		return false
+	}
+	for _, e := range resp.Errors {
+		if code, _ := e.Extensions["code"].(string); code != CodeUnavailable {
+			return false
+		}
+	}
+	if len(resp.Data) == 0 || string(resp.Data) == "null" {
+		return true
+	}
+	if contentType != "application/json" {
+		return false
+	}
+	var fields map[string]jsontext.Value
+	if jsonv2.Unmarshal(resp.Data, &fields) != nil {
+		return false
+	}
+	for _, v := range fields {
+		if string(v) != "null" {
+			return false
+		}
+	}
+	return true
 }
 
 const graphQLResponseJSON = "application/graphql-response+json"

@@ -125,7 +125,7 @@ func TestWriteResultWithoutResponse(t *testing.T) {
 	defer cancel()
 	<-ctx.Done()
 	w := httptest.NewRecorder()
-	writeResult(w, ctx, nil, ex, nil, nil)
+	writeResult(w, ctx, nil, "application/json", ex, nil, nil)
 	if w.Code != http.StatusGatewayTimeout || !strings.Contains(w.Body.String(), `"code":"TIMEOUT"`) || !strings.Contains(w.Body.String(), "--request-timeout") {
 		t.Fatalf("past the deadline: %d %s", w.Code, w.Body)
 	}
@@ -133,9 +133,41 @@ func TestWriteResultWithoutResponse(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	cancel()
 	w = httptest.NewRecorder()
-	writeResult(w, ctx, nil, ex, nil, nil)
+	writeResult(w, ctx, nil, "application/json", ex, nil, nil)
 	if w.Body.Len() != 0 {
 		t.Fatalf("client gone: wrote %q", w.Body)
+	}
+}
+
+// An answer UNAVAILABLE as a whole, with no data, is 503 with
+// Retry-After, as a starting gateway's; one with data served besides, or
+// with another error among its errors, is 200. With
+// application/graphql-response+json, any data but null is 2xx.
+func TestUnavailableAnswerStatus(t *testing.T) {
+	unavailable := &gqlerror.Error{Message: "the list store did not answer in time; retry later", Extensions: map[string]any{"code": CodeUnavailable}}
+	other := &gqlerror.Error{Message: "x", Extensions: map[string]any{"code": CodeBadUserInput}}
+	for _, tc := range []struct {
+		name, contentType, data string
+		errs                    gqlerror.List
+		want                    int
+	}{
+		{"data null", "application/json", "null", gqlerror.List{unavailable}, http.StatusServiceUnavailable},
+		{"no data", "application/json", "", gqlerror.List{unavailable, unavailable}, http.StatusServiceUnavailable},
+		{"every root field null", "application/json", `{"addListItems":null,"b":null}`, gqlerror.List{unavailable}, http.StatusServiceUnavailable},
+		{"every root field null, graphql-response+json", graphQLResponseJSON, `{"addListItems":null}`, gqlerror.List{unavailable}, http.StatusOK},
+		{"data null, graphql-response+json", graphQLResponseJSON, "null", gqlerror.List{unavailable}, http.StatusServiceUnavailable},
+		{"data served besides", "application/json", `{"a":null,"b":{"key":"k"}}`, gqlerror.List{unavailable}, http.StatusOK},
+		{"another code too", "application/json", "null", gqlerror.List{unavailable, other}, http.StatusOK},
+		{"no error", "application/json", `{"a":null}`, nil, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			writeResult(w, context.Background(), &graphql.Response{Data: []byte(tc.data), Errors: tc.errs}, tc.contentType, nil, nil, nil)
+			retry := w.Header().Get("Retry-After")
+			if w.Code != tc.want || (retry == "1") != (tc.want == http.StatusServiceUnavailable) {
+				t.Fatalf("status %d, Retry-After %q; want %d", w.Code, retry, tc.want)
+			}
+		})
 	}
 }
 

@@ -55,6 +55,10 @@ func newObserver(meter metric.Meter, log *slog.Logger) (*observer, error) {
 		metric.WithDescription("Duration of GraphQL operations, by operation name, type, transport and outcome.")); err != nil {
 		return nil, err
 	}
+	// At zero from the start: a dashboard shows 0, not "No data", and an
+	// absent() alert fires only for a gateway that is not scraped.
+	o.refused.Add(context.Background(), 0)
+	o.panics.Add(context.Background(), 0)
 	return o, nil
 }
 

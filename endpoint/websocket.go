@@ -147,6 +147,10 @@ func newSockets(cfg Subscriptions, meter metric.Meter) (*sockets, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, r := range []metric.AddOption{refusedWebSockets, refusedSocketsShare, refusedPending, refusedPendingAddr, refusedPerConnection,
+		refusedPerCaller, refusedOperationBytes, refusedOperationShare, refusedWatchedLists, refusedShuttingDown, refusedClockSkew} {
+		refused.Add(context.Background(), 0, r) // at zero from the start, each reason
+	}
 	closing, close := context.WithCancel(context.Background())
 	return &sockets{cfg: cfg, open: pool.New(int64(cfg.MaxSockets), int64(cfg.SocketsShare*float64(cfg.MaxSockets))),
 		pending: pool.New(int64(cfg.MaxPending), int64(cfg.MaxPendingPerAddress)),

@@ -67,6 +67,19 @@ func NewCallers(rate, burst float64, now func() time.Time, meter metric.Meter) (
 	return c, nil
 }
 
+// AtZero puts the callers' metrics at zero, from the start, for each
+// caller (as auth.Authenticator.Callers names them) and reason: a
+// dashboard shows 0, not "No data".
+func (c *Callers) AtZero(callers []string) {
+	for _, caller := range callers {
+		label := metric.WithAttributeSet(attribute.NewSet(attribute.String("caller", CallerLabel(caller))))
+		c.spent.Add(context.Background(), 0, label)
+		for _, reason := range []metric.AddOption{reasonCost, reasonShare} {
+			c.throttled.Add(context.Background(), 0, label, reason)
+		}
+	}
+}
+
 // budget is the caller's rate and burst.
 func (c *Callers) budget(p *auth.Principal) (rate, burst float64) {
 	rate, burst = c.rate, c.burst

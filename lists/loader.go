@@ -85,10 +85,16 @@ type loader struct {
 	batchSize metric.Int64Histogram
 }
 
+// BatchSizeBounds are the buckets of listgate_loader_batch_size, and
+// BatchSizeHelp its description.
+var BatchSizeBounds = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}
+
+const BatchSizeHelp = "Keys in each batch of the list loader."
+
 func newLoader(s *Service, cfg LoaderConfig, tracer trace.Tracer, meter metric.Meter, onPanic func(context.Context, any) error) (*loader, error) {
 	size, err := meter.Int64Histogram("listgate.loader.batch.size",
-		metric.WithDescription("Keys in each batch of the list loader."),
-		metric.WithExplicitBucketBoundaries(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000))
+		metric.WithDescription(BatchSizeHelp),
+		metric.WithExplicitBucketBoundaries(BatchSizeBounds...))
 	if err != nil {
 		return nil, err
 	}

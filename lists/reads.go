@@ -286,14 +286,15 @@ func (s *Service) Watch(ctx context.Context, q WatchQuery) (*Watch, error) {
 	if !f.Live {
 		return nil, store.NotLive(f)
 	}
-	if err := store.CheckLiveSince(f, s.now(), s.catalog.RecreateWait()); err != nil {
+	wait := s.store.LiveWait(s.catalog.RecreateWait())
+	if err := store.CheckLiveSince(f, s.now(), wait); err != nil {
 		return nil, err
 	}
 	if start.After != nil {
 		// A position of a record the feed no longer keeps is refused below,
 		// by the hub.
 		if at, ok := s.store.PositionTime(*start.After); ok {
-			if err := store.CheckResume(f, at, s.catalog.RecreateWait()); err != nil {
+			if err := store.CheckResume(f, at, wait); err != nil {
 				return nil, err
 			}
 		}

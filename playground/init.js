@@ -14,8 +14,8 @@
 #
 #   mutation { createListFeature(input: {entityType: "user",
 #     name: "reading_history", valueType: STRING,
-#     ttlSeconds: 315360000, description: "stories the user read"})
-#     { key } }
+#     ttlSeconds: 315360000, description: "stories the user read",
+#     live: true}) { key } }
 #   mutation { addListItems(list: {entityType: "user",
 #     entityId: "u1", feature: "reading_history"},
 #     items: [{value: "story1"}, {value: "story2"}]) { added } }

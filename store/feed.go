@@ -185,6 +185,14 @@ type Follower interface {
 	// feed cannot tell (a position of another feed, or of a record no
 	// longer kept).
 	PositionTime(p Position) (time.Time, bool)
+	// LiveWait is how long after a feature is made live a subscription to
+	// it waits (CheckLiveSince, CheckResume), given the fleet's wait
+	// (--feature-staleness and the clock skew allowance): on a cluster,
+	// wait, since a gateway whose snapshot has not seen the change may
+	// still add without a record; 0 on the embedded store, which one
+	// process serves and which decides at each add's commit whether its
+	// feature is live.
+	LiveWait(wait time.Duration) time.Duration
 }
 
 // AwaitHead is f's head, once it counts as started (Follower.FeedHead).

@@ -10,10 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -39,6 +43,7 @@ type Telemetry struct {
 	MeterProvider  metric.MeterProvider
 	registry       *prometheus.Registry
 	shutdown       []func(context.Context) error
+	atZero         atomic.Pointer[[]*dto.MetricFamily] // AtZero's, replaced whole
 }
 
 // Options are for tests: a span processor (an in-memory recorder, say)
@@ -114,7 +119,55 @@ func (t *Telemetry) Tracing() bool {
 
 // MetricsHandler serves every metric in the Prometheus text format.
 func (t *Telemetry) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(zeroed{t}, promhttp.HandlerOpts{})
+}
+
+// AtZero has /metrics show the histogram name (as Prometheus names it),
+// with its bucket bounds, empty until its first observation: the
+// OpenTelemetry exporter shows an instrument only once it has measured
+// something, so a dashboard's quantile of it would say "No data", and an
+// absent() alert would fire. Counters need none of this: they are added 0
+// where they are made.
+func (t *Telemetry) AtZero(name, help string, bounds []float64) {
+	h := &dto.Histogram{SampleCount: new(uint64(0)), SampleSum: new(0.0)}
+	for _, b := range bounds {
+		h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: new(b), CumulativeCount: new(uint64(0))})
+	}
+	f := &dto.MetricFamily{Name: new(name), Help: new(help), Type: dto.MetricType_HISTOGRAM.Enum(),
+		Metric: []*dto.Metric{{Histogram: h}}}
+	for {
+		old := t.atZero.Load()
+		var next []*dto.MetricFamily
+		if old != nil {
+			next = append(next, *old...)
+		}
+		next = append(next, f)
+		if t.atZero.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// zeroed gathers the registry, and the AtZero histograms it lacks.
+type zeroed struct{ t *Telemetry }
+
+func (z zeroed) Gather() ([]*dto.MetricFamily, error) {
+	fams, err := z.t.registry.Gather()
+	zero := z.t.atZero.Load()
+	if zero == nil {
+		return fams, err
+	}
+	have := make(map[string]bool, len(fams))
+	for _, f := range fams {
+		have[f.GetName()] = true
+	}
+	for _, f := range *zero {
+		if !have[f.GetName()] {
+			fams = append(fams, f)
+		}
+	}
+	slices.SortFunc(fams, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return fams, err
 }
 
 // Shutdown flushes and stops the providers.

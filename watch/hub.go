@@ -118,6 +118,13 @@ func (h *Hub) instrument(m metric.Meter) error {
 	if h.ended, err = m.Int64Counter("listgate.subscriptions.ended", metric.WithDescription("Subscriptions the gateway ended, by reason: too_slow, not_found (feature deleted or created again), not_live (feature made not live), position_expired (made not live and live again, or the gateway fell behind what the feed keeps), shutting_down.")); err != nil {
 		return err
 	}
+	// At zero from the start, each reason: a dashboard shows 0, not "No
+	// data", and an absent() alert fires only for a gateway not scraped.
+	h.records.Add(context.Background(), 0)
+	h.delivered.Add(context.Background(), 0)
+	for _, r := range []metric.AddOption{endedTooSlow, endedNotFound, endedExpired, endedNotLive, endedClosing} {
+		h.ended.Add(context.Background(), 0, r)
+	}
 	if h.active, err = m.Int64UpDownCounter("listgate.subscriptions.active", metric.WithDescription("Subscriptions open in this process, from when they count as started: every add begun from then on, through any gateway, comes after their head.")); err != nil {
 		return err
 	}

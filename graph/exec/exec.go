@@ -446,8 +446,9 @@ type Mutation {
   """
   Makes one version of a feature live or not (ListFeature.live); NOT_FOUND if it
   does not exist. Made live, its adds are recorded once every gateway has seen the
-  change: a subscription to it is refused with CONFLICT, and the seconds to wait,
-  until --feature-staleness and 5 s of clock skew after. Made not live, its
+  change: on a cluster a subscription to it is refused with CONFLICT, and the
+  seconds to wait, until --feature-staleness and 5 s of clock skew after; on the
+  embedded store, which one gateway serves, it is accepted at once. Made not live, its
   subscriptions end with BAD_USER_INPUT as each gateway sees the change.
   """
   setListFeatureLive(entityType: String!, name: String!, version: String = "", live: Boolean!): ListFeature @scope(requires: "features:admin")

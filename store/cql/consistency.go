@@ -33,7 +33,7 @@ func (s *Store) CheckFeedConsistency(ctx context.Context) error {
 	var repl map[string]string
 	err := s.session.Query(s.stmt.selectReplication, s.cfg.Keyspace).WithContext(ctx).Consistency(gocql.One).Idempotent(true).Scan(&repl)
 	if errors.Is(err, gocql.ErrNotFound) {
-		return fmt.Errorf("keyspace %s does not exist: run with --migrate", s.cfg.Keyspace)
+		return fmt.Errorf("keyspace %s does not exist: %s", s.cfg.Keyspace, runMigrate)
 	}
 	if err != nil {
 		return classify("reading the keyspace's replication", err)
@@ -44,6 +44,20 @@ func (s *Store) CheckFeedConsistency(ctx context.Context) error {
 	}
 	s.feedWrite = level
 	return nil
+}
+
+// KeyspaceExists reports whether the keyspace is there: Migrate creates
+// it when it is not.
+func (s *Store) KeyspaceExists(ctx context.Context) (bool, error) {
+	var repl map[string]string
+	err := s.session.Query(s.stmt.selectReplication, s.cfg.Keyspace).WithContext(ctx).Consistency(gocql.One).Idempotent(true).Scan(&repl)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, classify("reading the keyspace's replication", err)
+	}
+	return true, nil
 }
 
 // FeedWriteConsistency is the level records and leases are written at.

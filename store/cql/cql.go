@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,9 +134,32 @@ type Store struct {
 	// Close waits for.
 	stop       context.CancelFunc
 	background sync.WaitGroup
+	slowLog    *slowLog // the observer's, closed with the store
 }
 
 var _ store.Store = (*Store)(nil)
+
+// each calls f with every statement.
+func (st *statements) each(f func(stmt string)) {
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.String:
+			if v.String() != "" {
+				f(v.String())
+			}
+		case reflect.Array, reflect.Slice:
+			for i := range v.Len() {
+				walk(v.Index(i))
+			}
+		case reflect.Struct:
+			for i := range v.NumField() {
+				walk(v.Field(i))
+			}
+		}
+	}
+	walk(reflect.ValueOf(*st))
+}
 
 type statements struct {
 	// scans[values][writeTimes] reads rows of one list between two keys,
@@ -263,7 +287,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	}
 	session, err := cluster.CreateSession()
 	if err != nil {
-		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %w", errkind.Unavailable, strings.Join(cfg.Hosts, ","), err)
+		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %w", errkind.Unavailable, strings.Join(cfg.Hosts, ","), oneLine(err))
 	}
 	rows, err := store.NewRowMeter(cfg.MeterProvider)
 	if err != nil {
@@ -271,7 +295,8 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 		return nil, err
 	}
 	s := &Store{session: session, cfg: cfg, now: cfg.Now, stmt: newStatements(cfg.Keyspace), batchType: gocql.LoggedBatch, sharedRecord: sharedRecordBytes, rows: rows, turns: store.NewTurns(cfg.LongScans),
-		spec: spec, slow: slow}
+		spec: spec, slow: slow, slowLog: obs.slowLog}
+	obs.zeroErrors(&s.stmt)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -357,6 +382,7 @@ func (s *Store) Close() error {
 	s.stop()
 	s.background.Wait() // the lease is let go of first
 	s.session.Close()
+	s.slowLog.close()
 	return nil
 }
 
@@ -391,6 +417,7 @@ func classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	err = oneLine(err)
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -418,3 +445,20 @@ func classify(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
+
+// oneLine is err on one line: some of the driver's errors end in line
+// breaks (gocql's "unable to discover protocol version: …\n"), which a log
+// line's field or a message must not carry.
+func oneLine(err error) error {
+	if !strings.ContainsAny(err.Error(), "\r\n") {
+		return err
+	}
+	return lineError{err}
+}
+
+type lineError struct{ err error }
+
+func (e lineError) Error() string {
+	return strings.Join(strings.FieldsFunc(e.err.Error(), func(r rune) bool { return r == '\n' || r == '\r' }), " ")
+}
+func (e lineError) Unwrap() error { return e.err }

@@ -238,6 +238,10 @@ func (s *Store) recordLength(ctx context.Context, rec string, t int64) (int, err
 	return -1, nil
 }
 
+// LiveWait is the fleet's wait: another gateway may add from a snapshot
+// that has not seen the feature made live.
+func (s *Store) LiveWait(wait time.Duration) time.Duration { return wait }
+
 // PositionTime is the time of the record position's time UUID, by the
 // cluster's clock.
 func (s *Store) PositionTime(p store.Position) (time.Time, bool) {

@@ -3,7 +3,6 @@ package cql
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -21,15 +20,16 @@ import (
 // slow threshold, a log line. It sees statements as prepared, with "?" for
 // every value, so no value reaches a span or a log. It gives the
 // speculative delay the latency of every read of the keyspace that
-// answered, and the slow hosts every attempt.
+// answered, and the slow hosts every attempt. Slow statements are logged
+// through slowLog, which summarizes them under load.
 type observer struct {
 	spec     *speculation
 	hosts    *slowHosts
 	tracer   trace.Tracer
 	duration metric.Float64Histogram
 	errors   metric.Int64Counter
-	slow     time.Duration
-	log      *slog.Logger
+	slow     time.Duration // --slow-query
+	slowLog  *slowLog
 	cfg      *Config
 	stmts    [2]sync.Map // statement → *statementInfo, of statements [0] and of batches [1]
 }
@@ -44,12 +44,12 @@ type statementInfo struct {
 func newObserver(cfg *Config, spec *speculation, hosts *slowHosts) (*observer, error) {
 	meter := cfg.MeterProvider.Meter("github.com/listgate/listgate/store/cql")
 	o := &observer{
-		spec:   spec,
-		hosts:  hosts,
-		tracer: cfg.TracerProvider.Tracer("github.com/listgate/listgate/store/cql"),
-		slow:   cfg.SlowQuery,
-		log:    cfg.Log,
-		cfg:    cfg,
+		spec:    spec,
+		hosts:   hosts,
+		tracer:  cfg.TracerProvider.Tracer("github.com/listgate/listgate/store/cql"),
+		slow:    cfg.SlowQuery,
+		slowLog: newSlowLog(cfg.Log, slowLogInterval),
+		cfg:     cfg,
 	}
 	var err error
 	if o.duration, err = meter.Float64Histogram("listgate.cql.statement.duration", metric.WithUnit("s"),
@@ -165,10 +165,34 @@ func (o *observer) observe(ctx context.Context, info *statementInfo, start, end 
 		span.End(trace.WithTimestamp(end))
 	}
 	if o.slow > 0 && took >= o.slow {
-		o.log.WarnContext(ctx, "slow CQL statement", "statement", info.spanName, "query", info.query,
-			"duration", took, "host", hostAddr(), "attempt", attempt, "err", err)
+		o.slowLog.record(slowStatement{ctx: ctx, statement: info.spanName, query: info.query, took: took, host: hostAddr(), attempt: attempt, err: err}, time.Now())
 	}
 }
+
+// zeroErrors puts listgate_cql_statement_errors_total at zero, from the
+// start, for every statement of the keyspace's tables the store runs (and
+// the batches of its adds), by every error type: a dashboard shows 0, not
+// "No data", and an absent() alert fires only for a gateway not scraped.
+func (o *observer) zeroErrors(st *statements) {
+	seen := map[string]bool{}
+	zero := func(stmt string, batch bool) {
+		info := o.info(stmt, batch)
+		if info.namespace != o.cfg.Keyspace || seen[info.spanName] {
+			return
+		}
+		seen[info.spanName] = true
+		for _, e := range errorTypes {
+			o.errors.Add(context.Background(), 0, metric.WithAttributes(attribute.String("db.operation.name", info.spanName), semconv.ErrorTypeKey.String(e)))
+		}
+	}
+	st.each(func(stmt string) { zero(stmt, false) })
+	zero(st.insertItem, true)
+	zero(st.insertChange, true)
+}
+
+// errorTypes are the names errorType gives.
+var errorTypes = []string{"unavailable", "overloaded", "bootstrapping", "write_timeout", "read_timeout", "read_failure",
+	"write_failure", "invalid", "server_error", "canceled", "timeout", "no_connections", "other"}
 
 // errorType names an error for metrics and spans by its kind, not its text.
 func errorType(err error) string {

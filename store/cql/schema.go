@@ -298,7 +298,7 @@ func (s *Store) readyOn(ctx context.Context, hostID string) error {
 	}
 	for _, t := range []string{"list_items", "list_features", "list_changes", "list_change_writers"} {
 		if !tables[t] {
-			return fmt.Errorf("table %s.%s is missing: run with --migrate", s.cfg.Keyspace, t)
+			return fmt.Errorf("table %s.%s is missing: %s", s.cfg.Keyspace, t, runMigrate)
 		}
 	}
 	missing, err := s.missingFeatureColumns(ctx, hostID)
@@ -306,7 +306,11 @@ func (s *Store) readyOn(ctx context.Context, hostID string) error {
 		return err
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("table %s.list_features lacks columns %s: run with --migrate", s.cfg.Keyspace, strings.Join(missing, ", "))
+		return fmt.Errorf("table %s.list_features lacks columns %s: %s", s.cfg.Keyspace, strings.Join(missing, ", "), runMigrate)
 	}
 	return nil
 }
+
+// runMigrate is what to do when the schema is missing or of an earlier
+// release: the step production runs, and the development flag.
+const runMigrate = "run listgate migrate with the gateway's cluster flags (in development, the gateway's --migrate does the same)"

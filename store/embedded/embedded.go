@@ -80,6 +80,12 @@ type Store struct {
 	turns      *store.Turns // the long scans'
 
 	feed feedSeq // the change feed's numbering (feed.go)
+
+	// liveMu orders the adds' commits against features made live: an add
+	// holds it shared from deciding whether it records until its batch
+	// has committed, SetFeatureLive holds it alone while it writes. So an
+	// add that commits once a feature is made live records (LiveWait 0).
+	liveMu sync.RWMutex
 }
 
 var _ store.Store = (*Store)(nil)
@@ -276,7 +282,13 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 	if err := ctx.Err(); err != nil {
 		return store.AddResult{}, err // past its deadline, an add writes nothing
 	}
-	if l.Feature.Live {
+	s.liveMu.RLock()
+	defer s.liveMu.RUnlock()
+	live, err := s.recordsAdds(l.Feature)
+	if err != nil {
+		return store.AddResult{}, err
+	}
+	if live {
 		// The record goes in the same batch: numbered now, settled once this
 		// commit, and every one numbered before it, has committed or failed.
 		n, err := s.give(now)
@@ -292,6 +304,20 @@ func (s *Store) AddItems(ctx context.Context, l store.List, items []store.NewIte
 		return store.AddResult{}, fmt.Errorf("adding list items: %w", err)
 	}
 	return store.AddResult{Added: len(writes), Expired: expired}, nil
+}
+
+// recordsAdds says whether an add to f records: f is live, or its stored
+// record says it has been made live since f was read (a gateway's
+// snapshot that has not seen the change yet). Call under liveMu, shared.
+func (s *Store) recordsAdds(f *store.Feature) (bool, error) {
+	if f.Live {
+		return true, nil
+	}
+	rec, exists, err := s.readFeature(featureKey(f.EntityType, f.Name, f.Version))
+	if err != nil {
+		return false, fmt.Errorf("adding list items: %w", err)
+	}
+	return exists && rec.DeletedAt.IsZero() && rec.CreatedAt.Equal(f.CreatedAt) && !rec.NotLive, nil
 }
 
 // RemoveValues deletes the items of a window holding any of the values
@@ -534,7 +560,10 @@ func (s *Store) SetFeatureLive(_ context.Context, entityType, name, version stri
 	if live {
 		rec.LiveSince = store.NextLiveSince(s.now(), rec.LiveSince)
 	}
-	if err := s.writeFeature(k, rec); err != nil {
+	s.liveMu.Lock() // no add between its decision and its commit (AddItems)
+	err = s.writeFeature(k, rec)
+	s.liveMu.Unlock()
+	if err != nil {
 		return store.Feature{}, fmt.Errorf("setting feature %s live: %w", keys.FeatureKey(entityType, name, version), err)
 	}
 	return rec.feature(entityType, name, version), nil

@@ -367,6 +367,11 @@ func (s *Store) readRecordOf(r pebble.Reader, n uint64) (store.Change, bool, err
 	return c, err == nil, err
 }
 
+// LiveWait is 0: one process serves the data folder, and an add that
+// commits after SetFeatureLive made its feature live records, whatever
+// feature it was given (AddItems).
+func (s *Store) LiveWait(time.Duration) time.Duration { return 0 }
+
 // PositionTime is when the record numbered in p was recorded, as its head
 // says.
 func (s *Store) PositionTime(p store.Position) (time.Time, bool) {

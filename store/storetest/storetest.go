@@ -103,6 +103,7 @@ func RunWith(t *testing.T, open NewStoreWith) {
 		{"FeedGivesEveryAddOfAWatchedListOnceInOrder", testFeed},
 		{"ListFeedResumesFromAPosition", testListFeed},
 		{"OnlyLiveFeaturesRecordTheirAdds", testLiveFlag},
+		{"MadeLiveRecordsAsLiveWaitSays", testLiveWait},
 		{"LongScansTakeTurns", testLongScansTakeTurns},
 		{"ACatchUpPastTheRetentionFails", testCatchUpPastRetention},
 		{"PositionsOfNoRecordAreRefused", testPositionsOfNoRecord},
@@ -1458,6 +1459,40 @@ func testLiveFlag(t *testing.T, h *harness) {
 			t.Fatalf("created again, listed: live %v since %v", f.Live, f.LiveSince)
 		}
 	}
+}
+
+// LiveWait says how long a subscription to a feature made live waits:
+// the fleet's wait on a store that many gateways share, or 0 on one whose
+// adds are recorded from the moment SetFeatureLive returns, even an add
+// made with the feature as it was before (a snapshot that has not seen
+// the change), which such a store proves here.
+func testLiveWait(t *testing.T, h *harness) {
+	const fleet = 65 * time.Second
+	stale := h.feature("stale", "", time.Hour)
+	if _, err := h.s.SetFeatureLive(h.ctx, stale.EntityType, stale.Name, stale.Version, true); err != nil {
+		t.Fatal(err)
+	}
+	switch w := h.s.LiveWait(fleet); w {
+	case fleet:
+		return // subscriptions wait it out (CheckLiveSince): nothing more to prove
+	case 0:
+	default:
+		t.Fatalf("LiveWait(%v) = %v, want %v or 0", fleet, w, fleet)
+	}
+	marker, err := h.s.CreateFeature(h.ctx, store.Feature{EntityType: h.entityType, Name: "marker", ValueType: store.String, TTL: time.Hour, Live: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := store.AwaitHead(h.ctx, h.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	s, m := h.list(stale, "u"), h.list(&marker, "u")
+	h.add(s, item(now, "from a stale snapshot"))
+	h.add(m, item(now, "marker"))
+	got, _ := h.readFeed(head, func(id store.ListID) bool { return id == s.ID() || id == m.ID() }, "marker")
+	equal(t, "records after an add given the feature as it was before it was made live", values(got), []string{"from a stale snapshot", "marker"})
 }
 
 // A scan of more rows than a store reads in its first stretch (256 rows
