@@ -63,6 +63,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"load", "--column", "colour=c", "x.ndjson"}, `"colour" is not a row's field`},
 		{[]string{"load", "--format", "xml", "x.ndjson"}, `format "xml": must be ndjson, csv or parquet`},
 		{[]string{"load", "x.ndjson", "--format", "xml"}, `format "xml": must be ndjson, csv or parquet`},
+		{[]string{"load", "--data-dir", "/no/such/folder", "commands_test.go", "--format", "csv"}, "--data-dir /no/such/folder: stat /no/such/folder: no such file or directory: name the folder"},
 		{[]string{"migrate"}, "--cql-hosts is required"},
 		{[]string{"migrate", "--cql-hosts", "127.0.0.1:1", "--listen", ":1"}, "flag provided but not defined: -listen (listgate migrate --help lists the flags)"},
 		{[]string{"migrate", "--cql-hosts", "127.0.0.1:1", "--cql-keyspace", "Bad-Name"}, `keyspace "Bad-Name"`},

@@ -156,6 +156,12 @@ func loadTarget(ctx context.Context, c config, explicit func(string) bool, gatew
 	if c.CQLTLS, err = loadCQLTLS(c.CQLTLSFiles, explicit, len(c.CQLHosts) > 0); err != nil {
 		return nil, err
 	}
+	if len(c.CQLHosts) == 0 {
+		// A folder with no store has no features for the rows.
+		if _, err := os.Stat(c.DataDir); err != nil {
+			return nil, fmt.Errorf("--data-dir %s: %w: name the folder of the embedded store to load into, --cql-hosts for a cluster, or --url for a gateway", c.DataDir, err)
+		}
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	tel := &telemetry.Telemetry{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}
 	st, err := openStore(ctx, c, tel, log)

@@ -183,3 +183,61 @@ func TestLoadKilledAndResumed(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadThrottled: through a gateway whose caller budget lets through
+// 3,000 points a second, a load of 20,000 items is throttled (429 with
+// Retry-After) again and again, waits as told, and ends with every item.
+func TestLoadThrottled(t *testing.T) {
+	const key = "throttled-key"
+	sum := sha256.Sum256([]byte(key))
+	dir := t.TempDir()
+	g := startGateway(t, "LISTGATE_DATA_DIR="+dir, "LISTGATE_MAX_COMPLEXITY=5000",
+		"LISTGATE_API_KEYS=loader "+hex.EncodeToString(sum[:])+" lists:read,lists:write,features:admin cost=3000/5000")
+	req := func(query string) string {
+		body, _ := json.Marshal(map[string]any{"query": query})
+		r, _ := http.NewRequest(http.MethodPost, g.base+"/graphql", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Authorization", "Bearer "+key)
+		resp, err := g.client.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if out := req(`mutation { createListFeature(input: {entityType: "user", name: "clicks", valueType: INT, ttlSeconds: 86400}) { key } }`); !strings.Contains(out, `"key"`) {
+		t.Fatal(out)
+	}
+	const n = 20_000
+	var rows strings.Builder
+	rows.WriteString("entityType,entityId,feature,value,timestamp\n")
+	now := time.Now()
+	for i := range n {
+		fmt.Fprintf(&rows, "user,u%d,clicks,%d,%s\n", i%10, i, now.Add(-time.Duration(i)*time.Millisecond).UTC().Format(time.RFC3339Nano))
+	}
+	path := filepath.Join(t.TempDir(), "clicks.csv")
+	os.WriteFile(path, []byte(rows.String()), 0o600)
+	began := time.Now()
+	out, errOut, code := runCommand(t, builtBinary(t), nil, "load", "--url", g.base, "--api-key", key, "--progress", "none", path)
+	took := time.Since(began)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d rows written, 0 bad rows", n)) {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	// 20,000 items cost more than 20,000 points: past the burst, 3,000 a second.
+	if took < 4*time.Second {
+		t.Errorf("the load took %v: it was not throttled", took)
+	}
+	// Counted through a gateway on the same folder without the budget.
+	if _, err := g.Terminate(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	g = startGateway(t, "LISTGATE_DATA_DIR="+dir)
+	for i := range 10 {
+		a := g.mustOK(fmt.Sprintf(`{ listCount(entityType: "user", entityId: "u%d", feature: "clicks") }`, i), nil)
+		out := string(a.Body)
+		if !strings.Contains(out, fmt.Sprintf(`"listCount":%d`, n/10)) {
+			t.Errorf("u%d: %s", i, out)
+		}
+	}
+}

@@ -134,9 +134,6 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if readErr == nil {
 		readErr = context.Cause(ctx)
 	}
-	if errors.Is(readErr, context.Canceled) && ctx.Err() != nil && context.Cause(ctx) != nil {
-		readErr = context.Cause(ctx)
-	}
 	saveErr := ck.save()
 	sum := Summary{Rows: l.written.Load(), Bad: l.bad.Load(), Skipped: l.skipped.Load(), Took: time.Since(began)}
 	l.prog.stop(sum, readErr)
