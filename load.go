@@ -75,6 +75,9 @@ func runLoadTo(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
+	if len(files) == 0 {
+		return load.ErrNoInput // before the target is opened
+	}
 	var f dataio.Format
 	if *format != "" {
 		if f, err = dataio.ParseFormat(*format); err != nil {

@@ -343,9 +343,12 @@ type input struct {
 	mod    time.Time
 }
 
+// ErrNoInput is a load given no file.
+var ErrNoInput = errors.New("no input: name files, or - for standard input")
+
 func statInputs(names []string, format dataio.Format) ([]input, error) {
 	if len(names) == 0 {
-		return nil, errors.New("no input: name files, or - for standard input")
+		return nil, ErrNoInput
 	}
 	var ins []input
 	stdin := false
