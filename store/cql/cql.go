@@ -247,6 +247,8 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	// without a restart when it comes back.
 	cluster.ReconnectInterval = time.Second
 	cluster.ReconnectionPolicy = &gocql.ExponentialReconnectionPolicy{MaxRetries: 1 << 20, InitialInterval: 100 * time.Millisecond, MaxInterval: 2 * time.Second}
+	convict := &convictUp{}
+	cluster.ConvictionPolicy = convict
 	fallback := gocql.RoundRobinHostPolicy()
 	if cfg.LocalDC != "" {
 		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)
@@ -289,6 +291,7 @@ func open(ctx context.Context, cfg Config, tune func(*gocql.ClusterConfig)) (*St
 	if err != nil {
 		return nil, fmt.Errorf("%w: connecting to CQL hosts %s: %w", errkind.Unavailable, strings.Join(cfg.Hosts, ","), oneLine(err))
 	}
+	convict.session.Store(session)
 	rows, err := store.NewRowMeter(cfg.MeterProvider)
 	if err != nil {
 		session.Close()

@@ -2,6 +2,7 @@ package cql
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -106,3 +107,16 @@ func (s *Store) SetHeadsPerRead(n int) { s.headsPerRead = n }
 
 // BucketWidth is the time a feed partition covers.
 const BucketWidth = bucketWidth
+
+// HostPools says, of each host the driver knows, whether it counts it up
+// and whether it holds a connection pool for it.
+func (s *Store) HostPools() map[string][2]bool {
+	hosts := map[string][2]bool{}
+	for _, h := range s.session.GetHosts() {
+		// A host without a pool has a nil *hostConnPool in a non-nil
+		// interface.
+		p := s.session.GetHostPoolByID(h.HostID())
+		hosts[h.ConnectAddress().String()] = [2]bool{h.IsUp(), p != nil && !reflect.ValueOf(p).IsNil()}
+	}
+	return hosts
+}

@@ -276,3 +276,32 @@ type retryNextHost struct{ p gocql.RetryPolicy }
 
 func (r retryNextHost) Attempt(q gocql.RetryableQuery) bool    { return r.p.Attempt(q) }
 func (r retryNextHost) GetRetryType(err error) gocql.RetryType { return r.p.GetRetryType(err) }
+
+// convictUp is the conviction policy: a failed connection convicts a host
+// the driver counts up, and none it already counts down. gocql removes a
+// convicted host's pool, and a fill of it that had connected once before
+// failing marks the host up on a goroutine of its own, which may run
+// after the removal: the host is then up with no pool, which nothing
+// makes again (the reconnect loop fills only hosts counted down), and
+// every statement fails "no hosts available in the pool" until the
+// gateway restarts (seen once, after a one-node cluster restarted). A
+// host already down keeps its pool, which the reconnect loop fills again
+// each ReconnectInterval. The control connection's attempts convict the
+// contact points, new HostInfos always counted up, so the host is looked
+// up in the session, as gocql then does, by its address.
+type convictUp struct {
+	session atomic.Pointer[gocql.Session] // nil until the session is made
+}
+
+func (c *convictUp) AddFailure(_ error, host *gocql.HostInfo) bool {
+	if s := c.session.Load(); s != nil {
+		for _, h := range s.GetHosts() {
+			if h.ConnectAddress().Equal(host.ConnectAddress()) {
+				return h.IsUp()
+			}
+		}
+	}
+	return host.IsUp()
+}
+
+func (*convictUp) Reset(*gocql.HostInfo) {}

@@ -16,10 +16,14 @@ import (
 )
 
 // A frozen node holds no read up. Three nodes, RF 3, one frozen (SIGSTOP)
-// for 4 s while lists are read one at a time: with speculative reads every
-// read answers well within a second (the first whose first node is the
-// frozen one after the speculative delay, the rest from the other nodes);
-// without, a read whose first node is the frozen one waits for it to
+// for 8 s while lists are read one at a time: with speculative reads no
+// read waits for the thaw (the first whose first node is the frozen one
+// answers after the speculative delay, the rest from the other nodes; on
+// an idle machine the slowest takes tens of milliseconds, on a loaded one
+// 2.6 s has been seen, twice: on a cold cluster, or a loaded one, the
+// table's own speculative retry (99th percentile) is seconds, and the
+// coordinators of both sends may each wait that long for the frozen
+// replica); without, a read whose first node is the frozen one waits for it to
 // thaw, or, with a --cql-timeout shorter than the freeze, is retried on
 // another node once it times out (it was retried on the frozen node, as
 // gocql retries a lightweight transaction, which it took every statement
@@ -27,7 +31,7 @@ import (
 // the machine can cross: a read that waits for the node cannot end before
 // it thaws, and one retried on it fails or waits for it.
 func TestClusterFrozenNodeHoldsNoReadUp(t *testing.T) {
-	const freeze = 4 * time.Second
+	const freeze = 8 * time.Second
 	nodes := cqltest.StartSlowNodeCluster(t)
 	var hosts []string
 	for _, n := range nodes {
@@ -108,8 +112,8 @@ func TestClusterFrozenNodeHoldsNoReadUp(t *testing.T) {
 				len(took), frozen.Addr, freeze, took[len(took)/2], took[len(took)*99/100], slowest, sent, s.SpeculativeDelay())
 			switch {
 			case speculative:
-				if slowest >= freeze*3/8 {
-					t.Errorf("with speculative reads the slowest read took %v, want well under a second (the freeze is %v)", slowest, freeze)
+				if slowest >= freeze/2 {
+					t.Errorf("with speculative reads the slowest read took %v: it waited for the frozen node (the freeze is %v)", slowest, freeze)
 				}
 				if sent == 0 {
 					t.Error("no read was sent twice while a node was frozen")

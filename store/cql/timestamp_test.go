@@ -101,14 +101,16 @@ func TestRetriedWritesKeepTheirTimestamp(t *testing.T) {
 	}
 }
 
-// retrySameHost retries any failed statement on the same host.
+// retrySameHost retries any failed statement on the same host, every
+// 50 ms for 10 s at most: until the pool has a connection again (on a
+// loaded machine the cut one takes more than a few tries to be replaced).
 type retrySameHost struct{}
 
 func (retrySameHost) Attempt(q gocql.RetryableQuery) bool {
 	if q.Attempts() > 1 {
 		time.Sleep(50 * time.Millisecond) // let the pool replace the cut connection
 	}
-	return q.Attempts() <= 5
+	return q.Attempts() <= 200
 }
 func (retrySameHost) GetRetryType(error) gocql.RetryType { return gocql.Retry }
 
