@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +35,13 @@ type wsMessage struct {
 
 // dial opens a WebSocket to the gateway, from origin (none when "").
 func dial(t *testing.T, base, origin string) (*wsClient, *http.Response, error) {
+	return dialBuffered(t, base, origin, 0)
+}
+
+// dialBuffered is dial with the socket's receive buffer rcvbuf bytes (0:
+// the system's, which grows to megabytes on the loopback): a client
+// that stops reading then holds little of what the gateway sends.
+func dialBuffered(t *testing.T, base, origin string, rcvbuf int) (*wsClient, *http.Response, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -40,8 +49,20 @@ func dial(t *testing.T, base, origin string) (*wsClient, *http.Response, error) 
 	if origin != "" {
 		h.Set("Origin", origin)
 	}
-	conn, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/graphql",
-		&websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: h})
+	opts := &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: h}
+	if rcvbuf > 0 {
+		d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+			var err error
+			if cerr := c.Control(func(fd uintptr) {
+				err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+			}); cerr != nil {
+				return cerr
+			}
+			return err
+		}}
+		opts.HTTPClient = &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	}
+	conn, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/graphql", opts)
 	if err != nil {
 		return nil, resp, err
 	}
@@ -306,14 +327,15 @@ func TestSubscriptionsEndOnShutdown(t *testing.T) {
 // again ends with NOT_FOUND, and a subscription to the new feature gets its
 // items.
 func TestSubscriptionEndsWithItsCode(t *testing.T) {
+	const adds = 8 // of 50 items of 10 KiB
 	eachBackend(t, func(t *testing.T, s store.Store) {
 		m, metered := withMeters(t)
 		g, srv := subscriptionGateway(t, s, metered, func(c *endpoint.Config) {
 			c.Subscriptions.BufferBytes = 1 << 10
 			c.Subscriptions.SlowTimeout = 100 * time.Millisecond
-			// The slow client reads nothing while the 40 adds run; a write
+			// The slow client reads nothing while the adds run; a write
 			// blocked past --request-timeout would close its socket
-			// before the TOO_SLOW it is waiting for (the adds took over
+			// before the TOO_SLOW it is waiting for (40 adds took over
 			// 10 s under the race detector on 2 loaded cores).
 			c.Limits.RequestTimeout = 2 * time.Minute
 		})
@@ -348,11 +370,22 @@ func TestSubscriptionEndsWithItsCode(t *testing.T) {
 			t.Fatalf("got %s of %s", v, id)
 		}
 
-		slow := connect()
+		// The slow client's socket takes 32 KiB: 4 MB of adds, which the
+		// gateway's own socket buffers do not take either, outrun it. (With
+		// the system's buffers it took 20 MB, and 40 adds ran past the
+		// gateway's 15 s keep-alive ping, which a client that reads
+		// nothing never answers: the gateway closed the socket first.)
+		slow, _, err := dialBuffered(t, srv.URL, "", 32<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := slow.init(""); err != nil || m.Type != "connection_ack" {
+			t.Fatalf("init: %+v %v", m, err)
+		}
 		subscribeTo(slow, "slow", "u2")
 		m.await(2, "listgate.subscriptions.active")
 		big := strings.Repeat("x", 10<<10)
-		for i := range 40 { // 20 MB: more than the socket's buffers take
+		for i := range adds {
 			items := make([]item, 50)
 			for k := range items {
 				items[k] = item{fmt.Sprint(i, "-", k, big), ""}
@@ -365,13 +398,13 @@ func TestSubscriptionEndsWithItsCode(t *testing.T) {
 		// every item, once.
 		seen := map[string]bool{}
 		resume := readUntilEnded(t, slow, "slow", seen)
-		for i := 0; len(seen) < 40*50; i++ {
+		for i := 0; len(seen) < adds*50; i++ {
 			if resume == "" || i == 20 {
-				t.Fatalf("%d of %d items, then the subscription ended for good", len(seen), 40*50)
+				t.Fatalf("%d of %d items, then the subscription ended for good", len(seen), adds*50)
 			}
 			c := connect()
 			c.subscribe("again", fmt.Sprintf(`subscription { listItemsAdded(entityType: %q, entityId: "u2", feature: "f", after: %q) { value } }`, g.entityType, resume))
-			resume = readUntilEnded(t, c, "again", seen, 40*50)
+			resume = readUntilEnded(t, c, "again", seen, adds*50)
 		}
 	})
 }
