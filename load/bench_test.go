@@ -175,7 +175,7 @@ func plainLoad(b *testing.B, f *store.Feature, path string, write func(store.Lis
 
 // gateway serves s as a gateway does, with its default limits, in this
 // process.
-func gateway(b *testing.B, s store.Store) *httptest.Server {
+func gateway(b testing.TB, s store.Store) *httptest.Server {
 	log := slog.New(slog.DiscardHandler)
 	catalog, err := features.New(context.Background(), s, log, nil)
 	if err != nil {
