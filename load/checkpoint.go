@@ -148,6 +148,19 @@ func (c *checkpoint) saveLocked() error {
 	return nil
 }
 
+// progressed says whether it records any row written or reported, by
+// this run or an earlier one.
+func (c *checkpoint) progressed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.state.Inputs {
+		if p.End > 0 || p.Done {
+			return true
+		}
+	}
+	return false
+}
+
 // remove removes the file, once every row is written.
 func (c *checkpoint) remove() error {
 	c.mu.Lock()

@@ -138,6 +138,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	sum := Summary{Rows: l.written.Load(), Bad: l.bad.Load(), Skipped: l.skipped.Load(), Took: time.Since(began)}
 	l.prog.stop(sum, readErr)
 	switch {
+	case readErr != nil && !ck.progressed():
+		// Nothing to go on from (a file that is not of its format, say):
+		// no checkpoint is left.
+		if err := ck.remove(); err != nil {
+			return sum, errors.Join(readErr, err)
+		}
+		return sum, readErr
 	case readErr != nil:
 		if ck.path != "" {
 			return sum, fmt.Errorf("%w (%s keeps where the load stopped: run the same command again to go on from there)", readErr, ck.path)

@@ -386,3 +386,22 @@ func TestLoadRecordsLiveAdds(t *testing.T) {
 		})
 	}
 }
+
+// A load that fails before any row (an input that is not of its format)
+// leaves no checkpoint, and does not tell to run it again.
+func TestLoadOfNothingLeavesNoCheckpoint(t *testing.T) {
+	s := backends[0].open(t)
+	dir := t.TempDir()
+	path, ck := filepath.Join(dir, "rows.parquet"), filepath.Join(dir, "rows.checkpoint")
+	if err := os.WriteFile(path, []byte("not parquet at all"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := load.Run(context.Background(), load.Config{Inputs: []string{path}, Columns: dataio.DefaultColumns(),
+		MaxRowBytes: dataio.DefaultMaxRowBytes, Target: target(t, s), Checkpoint: ck})
+	if err == nil || !strings.Contains(err.Error(), "not a Parquet file") || strings.Contains(err.Error(), "run the same command again") {
+		t.Fatalf("load of a file that is not Parquet: %v", err)
+	}
+	if _, err := os.Stat(ck); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("checkpoint after a load of nothing: %v", err)
+	}
+}
