@@ -66,4 +66,3 @@ func (s *failFirst) AddItems(ctx context.Context, l store.List, items []store.Ne
 	}
 	return s.Store.AddItems(ctx, l, items)
 }
-
