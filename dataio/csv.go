@@ -34,7 +34,8 @@ func newCSVReader(r io.Reader, cols Columns, maxRow int) (*csvReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the header row: %w", err)
 	}
-	c := &csvReader{in: in, lim: lim, maxRow: maxRow, width: len(header)}
+	headerLine, _ := in.FieldPos(0)
+	c := &csvReader{in: in, lim: lim, maxRow: maxRow, width: len(header), line: int64(headerLine)}
 	for i, f := range cols.fields() {
 		c.index[i] = -1
 		for j, h := range header {
