@@ -46,31 +46,44 @@ func TestANodeBackIsConnectedAgain(t *testing.T) {
 	if err := read(); err != nil {
 		t.Fatal(err)
 	}
-	host := cfg.Hosts[0]
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
+	// every says whether each host the driver knows is up (or down) and
+	// pooled (or not), as want says; the hosts are the cluster's, however
+	// the test names them.
+	every := func(up, pooled bool) bool {
+		hosts := s.HostPools()
+		for _, st := range hosts {
+			if st != [2]bool{up, pooled} {
+				return false
+			}
+		}
+		return len(hosts) > 0
 	}
 
 	gate.close(true)
-	waitFor(t, 30*time.Second, "the driver counts the node down", func() bool { return !s.HostPools()[host][0] })
-	// Counted down, its pool is removed; the reconnect loop (once a
+	waitFor(t, 30*time.Second, "the driver counts every node down", func() bool {
+		for _, st := range s.HostPools() {
+			if st[0] {
+				return false
+			}
+		}
+		return true
+	})
+	// Counted down, a node's pool is removed; the reconnect loop (once a
 	// second) makes one again, and through the next rounds, each failing,
 	// it stays.
-	waitFor(t, 30*time.Second, "the reconnect loop makes the node's pool again", func() bool { return s.HostPools()[host][1] })
+	waitFor(t, 30*time.Second, "the reconnect loop makes each node's pool again", func() bool { return every(false, true) })
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if st := s.HostPools()[host]; st[0] || !st[1] {
-			t.Fatalf("node away: up %v, pool %v; want down, with its pool kept", st[0], st[1])
+		if !every(false, true) {
+			t.Fatalf("nodes away: %v (up, pooled) by address; want each down, with its pool kept", s.HostPools())
 		}
 	}
 	if err := read(); err == nil {
-		t.Fatal("a read succeeded while the node was away")
+		t.Fatal("a read succeeded while the nodes were away")
 	}
 
 	gate.close(false)
-	waitFor(t, 30*time.Second, "a read succeeds once the node is back", func() bool { return read() == nil })
-	if st := s.HostPools()[host]; !st[0] || !st[1] {
-		t.Fatalf("node back: up %v, pool %v", st[0], st[1])
-	}
+	waitFor(t, 30*time.Second, "a read succeeds once the nodes are back", func() bool { return read() == nil })
+	waitFor(t, 30*time.Second, "every node up with its pool", func() bool { return every(true, true) })
 }
 
 // gate dials as net.Dialer does while open; closed, it has cut every
