@@ -57,10 +57,7 @@ func BenchmarkLoad(b *testing.B) {
 				b.ReportMetric(float64(benchItems*b.N)/b.Elapsed().Seconds(), "items/s")
 			})
 			b.Run("gateway", func(b *testing.B) {
-				srv := gateway(b, s)
-				tgt := &load.GatewayTarget{URL: srv.URL + "/graphql", Client: srv.Client(), Retries: 3, Limit: load.Limits{
-					ListItems: 1000, ListBytes: store.DefaultLimits.MaxAddBytes, BatchLists: endpoint.DefaultLimits.MaxBatchLists,
-					BatchItems: 1000, BatchBytes: 900 << 10, ValueBytes: store.DefaultLimits.MaxValueBytes}}
+				tgt := gatewayTarget(gateway(b, s))
 				for b.Loop() {
 					sum, err := load.Run(context.Background(), load.Config{Inputs: []string{path}, Columns: dataio.DefaultColumns(),
 						MaxRowBytes: dataio.DefaultMaxRowBytes, Target: tgt, Concurrency: benchConcurrency})
@@ -188,6 +185,14 @@ func gateway(b testing.TB, s store.Store) *httptest.Server {
 	srv := httptest.NewServer(h)
 	b.Cleanup(srv.Close)
 	return srv
+}
+
+// gatewayTarget loads through srv, packed as listgate load packs by
+// default.
+func gatewayTarget(srv *httptest.Server) *load.GatewayTarget {
+	return &load.GatewayTarget{URL: srv.URL + "/graphql", Client: srv.Client(), Retries: 3, Limit: load.Limits{
+		ListItems: 1000, ListBytes: store.DefaultLimits.MaxAddBytes, BatchLists: endpoint.DefaultLimits.MaxBatchLists,
+		BatchItems: 1000, BatchBytes: 900 << 10, ValueBytes: store.DefaultLimits.MaxValueBytes}}
 }
 
 func createFeatureB(b *testing.B, s store.Store) *store.Feature {

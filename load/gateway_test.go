@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/listgate/listgate/dataio"
-	"github.com/listgate/listgate/endpoint"
 	"github.com/listgate/listgate/errkind"
 	"github.com/listgate/listgate/load"
 	"github.com/listgate/listgate/store"
@@ -23,10 +22,7 @@ func TestLoadResendsOnlyTheListsThatFailed(t *testing.T) {
 	s := &failFirst{Store: backends[0].open(t), fail: map[string]bool{"e1": true, "e4": true}, calls: map[string]int{}}
 	f := createFeature(t, s, store.Feature{EntityType: entityType(t), Name: "history", ValueType: store.String, TTL: time.Hour})
 	path, items := writeRows(t, dataio.NDJSON, f, 60, 6)
-	srv := gateway(t, s)
-	tgt := &load.GatewayTarget{URL: srv.URL + "/graphql", Client: srv.Client(), Retries: 3, Limit: load.Limits{
-		ListItems: 1000, ListBytes: store.DefaultLimits.MaxAddBytes, BatchLists: endpoint.DefaultLimits.MaxBatchLists,
-		BatchItems: 1000, BatchBytes: 900 << 10, ValueBytes: store.DefaultLimits.MaxValueBytes}}
+	tgt := gatewayTarget(gateway(t, s))
 	sum, err := load.Run(context.Background(), load.Config{Inputs: []string{path}, Columns: dataio.DefaultColumns(),
 		MaxRowBytes: dataio.DefaultMaxRowBytes, Target: tgt, Concurrency: 1})
 	if err != nil || sum.Rows != 60 || sum.Bad != 0 {
