@@ -71,6 +71,7 @@ type config struct {
 	Subscriptions                          endpoint.Subscriptions
 	Feed                                   cql.FeedConfig
 	Introspection                          bool
+	CompiledDocuments                      bool
 	Playground                             bool
 	CORSOrigins                            []string
 	CORSCredentials                        bool
@@ -240,6 +241,7 @@ func newFlagSet(c *config) (*flag.FlagSet, flagText) {
 	fs.StringVar(&c.TrustedDocuments, "trusted-documents", "", "a manifest of the operations clients ship, or a folder of them (Apollo's persisted query manifest, genqlient's export_operations, or {\"id\": \"body\"}); read again on SIGHUP or when it changes")
 	fs.StringVar(&c.TrustedDocumentsMode, "trusted-documents-mode", "", "off, audit (run other operations, logged and counted) or enforce (refuse them, but from callers with the scope documents:any); enforce when --trusted-documents is set")
 	fs.BoolVar(&c.Introspection, "introspection", true, "answer GraphQL introspection queries (default false in --mode prod)")
+	fs.BoolVar(&c.CompiledDocuments, "compiled-documents", true, "answer the requests of documents seen before through plans compiled from them, without gqlgen's decoding of the request and of its variables (off: gqlgen makes every operation; same answers, the same guards)")
 	fs.BoolVar(&c.Playground, "playground", true, "serve GraphQL Playground (GraphiQL) at / (default false in --mode prod)")
 	origins := fs.String("cors-origins", "", "browser origins allowed to call /graphql, comma separated (e.g. https://app.example.com); * allows any")
 	fs.BoolVar(&c.CORSCredentials, "cors-allow-credentials", false, "let allowed origins send cookies and HTTP auth (never with *)")

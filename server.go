@@ -209,7 +209,7 @@ func serveOn(ctx context.Context, cfg config, tel *telemetry.Telemetry, log *slo
 	}
 	gql, err := endpoint.New(endpoint.Config{
 		Store: in, Catalog: catalog, Auth: authn, Loader: cfg.Loader, Limits: cfg.Limits, Subscriptions: cfg.Subscriptions,
-		Introspection: cfg.Introspection, Hosts: cfg.AllowedHosts, TrustedProxies: cfg.TrustedProxies, Log: log, Now: cfg.now, Documents: docs,
+		Introspection: cfg.Introspection, GQLGenOnly: !cfg.CompiledDocuments, Hosts: cfg.AllowedHosts, TrustedProxies: cfg.TrustedProxies, Log: log, Now: cfg.now, Documents: docs,
 		TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider,
 	})
 	if err != nil {

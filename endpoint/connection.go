@@ -372,11 +372,11 @@ func (c *connection) run(ctx context.Context, s *started, m message, received ti
 	}()
 	timed, cancelTimed := context.WithDeadline(ctx, received.Add(c.s.h.limits.RequestTimeout))
 	defer cancelTimed()
-	params, documentID, ok := c.admit(timed, s, op, m)
+	req, ok := c.admit(timed, s, op, m)
 	if !ok {
 		return
 	}
-	rc := c.inSlot(ctx, timed, s, op, params, documentID)
+	rc := c.inSlot(ctx, timed, s, op, req)
 	if rc == nil {
 		return
 	}
@@ -407,20 +407,19 @@ func (c *connection) end(ctx context.Context, s *started, op *operation.Operatio
 
 // admit decides whether the operation may wait for a slot: its payload is
 // a request, and its caller is not blocked. A refusal ends it.
-func (c *connection) admit(timed context.Context, s *started, op *operation.Operation, m message) (*graphql.RawParams, string, bool) {
-	params := new(graphql.RawParams)
-	documentID, err := decodeParams("subscribe payload", m.Payload, params)
-	if err != nil {
+func (c *connection) admit(timed context.Context, s *started, op *operation.Operation, m message) (*request, bool) {
+	req := &request{params: new(graphql.RawParams)}
+	if err := c.s.h.decodeRequest("subscribe payload", m.Payload, req); err != nil {
 		s.fail(timed, errorList(err))
-		return nil, "", false
+		return nil, false
 	}
-	op.AskedCost = params.Extensions["cost"] == true
+	op.AskedCost = req.params.Extensions["cost"] == true
 	if q, err := c.s.h.callers.Blocked(timed, op.Caller, op.Principal); err != nil {
 		op.Quota = q
 		s.fail(timed, errorList(err))
-		return nil, "", false
+		return nil, false
 	}
-	return params, documentID, true
+	return req, true
 }
 
 // inSlot holds a slot of --max-in-flight, waited for until the deadline,
@@ -428,7 +427,7 @@ func (c *connection) admit(timed context.Context, s *started, op *operation.Oper
 // validated; a query or mutation then runs in it, and a subscription is
 // returned, to stream once the slot is given back. It returns nil when
 // the operation has ended.
-func (c *connection) inSlot(ctx, timed context.Context, s *started, op *operation.Operation, params *graphql.RawParams, documentID string) *graphql.OperationContext {
+func (c *connection) inSlot(ctx, timed context.Context, s *started, op *operation.Operation, req *request) *graphql.OperationContext {
 	slot, err := c.s.h.admitWaiting(timed, op.Caller)
 	switch {
 	case err == nil:
@@ -442,32 +441,34 @@ func (c *connection) inSlot(ctx, timed context.Context, s *started, op *operatio
 		return nil
 	}
 	defer slot.Release()
-	rc, ok := c.parse(timed, s, op, params, documentID)
+	dispatch, rc, ok := c.parse(timed, s, op, req)
 	switch {
 	case !ok:
 		return nil
 	case rc.Operation.Operation == ast.Subscription:
 		return rc
 	}
-	c.query(ctx, timed, s, op, rc, slot)
+	c.query(ctx, dispatch, s, op, rc, slot)
 	return nil
 }
 
-// parse resolves the operation's trusted document, and parses and
-// validates it through the guards. A refusal ends it.
-func (c *connection) parse(timed context.Context, s *started, op *operation.Operation, params *graphql.RawParams, documentID string) (*graphql.OperationContext, bool) {
+// parse resolves the operation's trusted document, and makes the
+// operation through the guards (its plan, or gqlgen's parsing and
+// validation); it returns the context to run a query or mutation in. A
+// refusal ends it.
+func (c *connection) parse(timed context.Context, s *started, op *operation.Operation, req *request) (context.Context, *graphql.OperationContext, bool) {
 	h := c.s.h
-	if err := h.resolveDocument(timed, op, params, documentID); err != nil {
+	if err := h.resolveDocument(timed, op, req.params, req.documentID); err != nil {
 		s.fail(timed, errorList(err))
-		return nil, false
+		return nil, nil, false
 	}
-	params.ReadTime = graphql.TraceTiming{Start: op.Start, End: graphql.Now()}
-	rc, errs := h.exec.CreateOperationContext(timed, params)
+	req.params.ReadTime = graphql.TraceTiming{Start: op.Start, End: graphql.Now()}
+	dispatch, rc, errs := h.operationContext(timed, op, req)
 	if errs != nil {
 		s.fail(graphql.WithOperationContext(timed, rc), errs)
-		return nil, false
+		return nil, nil, false
 	}
-	return rc, true
+	return dispatch, rc, true
 }
 
 // query runs a query or mutation, if the connection runs fewer than

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -99,6 +100,10 @@ type Config struct {
 	Limits        Limits
 	Subscriptions Subscriptions
 	Introspection bool
+	// GQLGenOnly has gqlgen make every operation (--compiled-documents=
+	// false); else the requests of documents seen before are made by
+	// their plans (compiled.go).
+	GQLGenOnly bool
 	// Documents are the trusted documents (nil: none; documentId is
 	// refused).
 	Documents *documents.Trusted
@@ -132,6 +137,10 @@ type Handler struct {
 	docs     *documents.Trusted
 	observer *observer
 	sockets  *sockets
+	plans    *plans // nil: --compiled-documents=false
+	// mutators are the extensions that meet an operation's context, in
+	// the executor's order: what a compiled operation meets.
+	mutators []graphql.OperationContextMutator
 }
 
 // New returns the endpoint: POST and GET, and graphql-transport-ws on
@@ -214,11 +223,17 @@ func New(cfg Config) (*Handler, error) {
 
 	x := executor.New(graph.NewExecutableSchema(svc))
 	x.SetDefaultRulesFn(guards.ValidationRules)
+	installed := &recording{setup: x}
 	extensions{cfg: cfg, lists: svc, budget: budget, callers: callers, tracer: tracer, spans: !tracingOff,
-		present: errorPresenter(cfg.Log, socks.countRefusal, svc), recover: onPanic}.install(x)
+		present: errorPresenter(cfg.Log, socks.countRefusal, svc), recover: onPanic}.install(installed)
 	h := &Handler{exec: x, lists: svc, auth: cfg.Auth, limits: cfg.Limits, hosts: newHosts(cfg.Hosts, !cfg.Auth.Configured()),
 		clients:  clientAddresses{proxies: cfg.TrustedProxies},
-		inFlight: inFlight, callers: callers, docs: cfg.Documents, observer: obs, sockets: socks}
+		inFlight: inFlight, callers: callers, docs: cfg.Documents, observer: obs, sockets: socks, mutators: installed.mutators}
+	if !cfg.GQLGenOnly {
+		// A plan holds its document: a quarter of what the parsed
+		// documents may hold.
+		h.plans = newPlans(cfg.Limits.QueryCacheBytes / 4)
+	}
 	socks.h = h
 	return h, nil
 }
@@ -283,12 +298,12 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 		return http.StatusUnauthorized, err
 	}
 	op.Principal, op.Caller = p, h.callerOf(p, r)
-	params, documentID, status, err := h.readParams(w, r, op)
+	req, status, err := h.readParams(w, r, op)
 	if err != nil {
 		return status, err
 	}
-	defer recycle(params)
-	op.AskedCost = params.Extensions["cost"] == true
+	defer recycle(req)
+	op.AskedCost = req.params.Extensions["cost"] == true
 	if q, err := h.callers.Blocked(ctx, op.Caller, p); err != nil {
 		// Refused before its document is parsed: a client that retries
 		// at once costs the gateway little.
@@ -305,16 +320,16 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 		return http.StatusServiceUnavailable, err
 	}
 	defer slot.Release()
-	if err := h.resolveDocument(ctx, op, params, documentID); err != nil {
+	if err := h.resolveDocument(ctx, op, req.params, req.documentID); err != nil {
 		status := http.StatusOK
 		if contentType == graphQLResponseJSON {
 			status = http.StatusBadRequest
 		}
 		return status, err
 	}
-	params.Headers = r.Header
-	params.ReadTime = graphql.TraceTiming{Start: graphql.GetStartTime(ctx), End: graphql.Now()}
-	rc, errs := h.exec.CreateOperationContext(ctx, params)
+	req.params.Headers = r.Header
+	req.params.ReadTime = graphql.TraceTiming{Start: graphql.GetStartTime(ctx), End: graphql.Now()}
+	ctx, rc, errs := h.operationContext(ctx, op, req)
 	h.rateLimitHeaders(w, op)
 	if errs != nil {
 		status := operationErrorStatus(errs, contentType)
@@ -352,33 +367,53 @@ func (h *Handler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *http.
 
 // readParams reads an HTTP request's GraphQL parameters: a POST's body, by
 // its deadline, or a GET's query string. Give them back with recycle.
-func (h *Handler) readParams(w http.ResponseWriter, r *http.Request, op *operation.Operation) (params *graphql.RawParams, documentID string, status int, err error) {
+func (h *Handler) readParams(w http.ResponseWriter, r *http.Request, op *operation.Operation) (req *request, status int, err error) {
 	switch op.Transport {
 	case operation.POST:
 		body, status, err := readBody(w, r, h.limits.MaxBodyBytes, op.Start.Add(h.limits.RequestTimeout))
 		if err != nil {
-			return nil, "", status, err
+			return nil, status, err
 		}
-		params = rawParams.Get().(*graphql.RawParams)
-		if documentID, err = decodeParams("request body", body, params); err != nil {
-			recycle(params)
-			return nil, "", http.StatusBadRequest, err
+		req = requests.Get().(*request)
+		if err := h.decodeRequest("request body", body, req); err != nil {
+			recycle(req)
+			return nil, http.StatusBadRequest, err
 		}
-		return params, documentID, 0, nil
+		return req, 0, nil
 	case operation.GET:
-		if params, documentID, err = getParams(r); err != nil {
-			return nil, "", http.StatusBadRequest, err
+		req = requests.Get().(*request)
+		if err := getParams(r, req, h.plans != nil); err != nil {
+			recycle(req)
+			return nil, http.StatusBadRequest, err
 		}
-		return params, documentID, 0, nil
+		return req, 0, nil
 	}
 	status, err = unsupported(w, r)
-	return nil, "", status, err
+	return nil, status, err
 }
 
+// decodeRequest reads a POST's body, or a subscribe message's payload
+// (what says which): split, when documents are compiled and it splits,
+// else decoded whole.
+func (h *Handler) decodeRequest(what string, body []byte, req *request) (err error) {
+	if h.plans != nil && split(body, req) {
+		return nil
+	}
+	*req.params = graphql.RawParams{}
+	req.variables, req.compilable = nil, false
+	req.documentID, err = decodeParams(what, body, req.params)
+	return err
+}
+
+// requests keep the parameters of requests, whose operations give them
+// back when they end.
+var requests = sync.Pool{New: func() any { return &request{params: new(graphql.RawParams)} }}
+
 // recycle gives back the parameters of a request, once it is answered.
-func recycle(params *graphql.RawParams) {
-	*params = graphql.RawParams{}
-	rawParams.Put(params)
+func recycle(req *request) {
+	*req.params = graphql.RawParams{}
+	*req = request{params: req.params}
+	requests.Put(req)
 }
 
 // resolveDocument puts in params the text of the trusted document the

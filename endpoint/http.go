@@ -111,13 +111,15 @@ func decodeParams(what string, body []byte, params *graphql.RawParams) (document
 	return withID.DocumentID, nil
 }
 
-// getParams decodes a GET's query string.
-func getParams(r *http.Request) (*graphql.RawParams, string, error) {
+// getParams decodes a GET's query string into req; with keep, a
+// variables parameter that is an object is kept as its JSON, for a plan.
+func getParams(r *http.Request, req *request, keep bool) error {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: query string: %v", errkind.Malformed, err)
+		return fmt.Errorf("%w: query string: %v", errkind.Malformed, err)
 	}
-	params := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
+	params := req.params
+	params.Query, params.OperationName = q.Get("query"), q.Get("operationName")
 	for _, name := range []string{"query", "operationName", "variables", "extensions", "documentId"} {
 		v := q.Get(name)
 		bad := !utf8.ValidString(v)
@@ -125,17 +127,25 @@ func getParams(r *http.Request) (*graphql.RawParams, string, error) {
 			bad = !jsontext.Value(v).IsValid()
 		}
 		if bad {
-			return nil, "", fmt.Errorf("%w %s parameter: not valid UTF-8, or not strict JSON (lone surrogates, duplicate names)", errkind.Invalid, name)
+			return fmt.Errorf("%w %s parameter: not valid UTF-8, or not strict JSON (lone surrogates, duplicate names)", errkind.Invalid, name)
 		}
 	}
 	for name, into := range map[string]*map[string]any{"variables": &params.Variables, "extensions": &params.Extensions} {
-		if v := q.Get(name); v != "" {
+		v := q.Get(name)
+		if keep && name == "variables" && strings.HasPrefix(strings.TrimLeft(v, " \t\r\n"), "{") {
+			req.variables = jsontext.Value(v) // an object: strict JSON, checked above
+			continue
+		}
+		if v != "" {
 			if err := decodeJSON([]byte(v), into); err != nil {
-				return nil, "", fmt.Errorf("%w: the %s parameter is not a JSON object: %s", errkind.Malformed, name, jsonError(err))
+				return fmt.Errorf("%w: the %s parameter is not a JSON object: %s", errkind.Malformed, name, jsonError(err))
 			}
 		}
 	}
-	return params, q.Get("documentId"), nil
+	req.documentID = q.Get("documentId")
+	_, cost := params.Extensions["cost"]
+	req.compilable = keep && (len(params.Extensions) == 0 || len(params.Extensions) == 1 && cost)
+	return nil
 }
 
 // jsonOptions decode a request's JSON as gqlgen's transports do with

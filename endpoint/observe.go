@@ -23,6 +23,7 @@ type observer struct {
 	refused  metric.Int64Counter // operations refused for --max-in-flight
 	panics   metric.Int64Counter
 	requests metric.Int64Counter
+	paths    metric.Int64Counter // operations made, by the path that made them
 	duration metric.Float64Histogram
 	mu       sync.Mutex
 	names    map[string]bool // operation names with series of their own, at most maxOperationNames
@@ -43,6 +44,10 @@ func newObserver(meter metric.Meter, log *slog.Logger) (*observer, error) {
 		metric.WithDescription("GraphQL operations, by operation name, operation type, transport (post, get, websocket) and outcome (ok, canceled by the client, or the first error's code).")); err != nil {
 		return nil, err
 	}
+	if o.paths, err = meter.Int64Counter("listgate.graphql.paths",
+		metric.WithDescription("GraphQL operations made, by path: compiled (the plan of a document seen before) or gqlgen (parsed, validated and coerced by gqlgen).")); err != nil {
+		return nil, err
+	}
 	if o.refused, err = meter.Int64Counter("listgate.graphql.refused",
 		metric.WithDescription("GraphQL operations refused because --max-in-flight were being served.")); err != nil {
 		return nil, err
@@ -59,7 +64,24 @@ func newObserver(meter metric.Meter, log *slog.Logger) (*observer, error) {
 	// absent() alert fires only for a gateway that is not scraped.
 	o.refused.Add(context.Background(), 0)
 	o.panics.Add(context.Background(), 0)
+	o.paths.Add(context.Background(), 0, compiledPath)
+	o.paths.Add(context.Background(), 0, gqlgenPath)
 	return o, nil
+}
+
+// The paths an operation is made by.
+var (
+	compiledPath = metric.WithAttributeSet(attribute.NewSet(attribute.String("path", "compiled")))
+	gqlgenPath   = metric.WithAttributeSet(attribute.NewSet(attribute.String("path", "gqlgen")))
+)
+
+// made counts an operation made, by its path.
+func (o *observer) made(ctx context.Context, compiled bool) {
+	if compiled {
+		o.paths.Add(ctx, 1, compiledPath)
+	} else {
+		o.paths.Add(ctx, 1, gqlgenPath)
+	}
 }
 
 // labels returns the attribute set of an operation's metrics, made once

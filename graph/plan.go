@@ -72,19 +72,24 @@ func (s planned) plan(ctx context.Context) (rootPlan, bool) {
 	if oc.Operation.Operation != ast.Query || model.GQLGenMarshaling(ctx) || ctx.Value(withoutPlans{}) != nil {
 		return rootPlan{}, false
 	}
-	// The root fields as gqlgen collects them: fragments, @skip and
-	// @include resolved.
-	fields := graphql.CollectFields(oc, oc.Operation.SelectionSet, queryImplementors)
-	if len(fields) != 1 || len(fields[0].Deferrables) > 0 {
-		return rootPlan{}, false
-	}
-	f := fields[0]
-	if f.Name != "listItems" && f.Name != "listCount" {
-		return rootPlan{}, false
-	}
-	a, ok := listArgs(f.ArgumentMap(oc.Variables))
-	if !ok {
-		return rootPlan{}, false // gqlgen words the error
+	var f graphql.CollectedField
+	var a listArguments
+	if b, ok := ctx.Value(boundKey{}).(*Bound); ok && b.c.operation == oc.Operation {
+		f, a = b.c.field, b.args // compiled, and bound to this request's variables
+	} else {
+		// The root fields as gqlgen collects them: fragments, @skip and
+		// @include resolved.
+		fields := graphql.CollectFields(oc, oc.Operation.SelectionSet, queryImplementors)
+		if len(fields) != 1 || len(fields[0].Deferrables) > 0 {
+			return rootPlan{}, false
+		}
+		f = fields[0]
+		if f.Name != "listItems" && f.Name != "listCount" {
+			return rootPlan{}, false
+		}
+		if a, ok = listArgs(f.ArgumentMap(oc.Variables)); !ok {
+			return rootPlan{}, false // gqlgen words the error
+		}
 	}
 	p := rootPlan{oc: oc, field: f}
 	if f.Name == "listCount" {
@@ -116,44 +121,69 @@ type listArguments struct {
 // applied, variables substituted), or reports false when one does not
 // convert: gqlgen then answers with its error and path.
 func listArgs(raw map[string]any) (a listArguments, ok bool) {
-	ok = true
-	str := func(name string, to *string) {
-		if v, present := raw[name]; present && ok {
-			*to, ok = v.(string) // validation left nothing else for String and a variable ID
+	for name, v := range raw {
+		if !a.set(name, v) {
+			return a, false
 		}
 	}
-	optStr := func(name string) *string {
-		v, present := raw[name]
-		if !present || v == nil || !ok {
-			return nil
+	return a, true
+}
+
+// set converts one argument as gqlgen's generated code converts it, or
+// reports false when it does not convert. A name that is not an argument
+// of listItems or listCount is left alone: validation refused any other.
+func (a *listArguments) set(name string, v any) bool {
+	optStr := func(to **string) bool {
+		if v == nil {
+			*to = nil
+			return true
 		}
-		s, isStr := v.(string)
-		ok = isStr
-		return &s
+		s, ok := v.(string)
+		*to = &s
+		return ok
 	}
-	optTime := func(name string) *model.Time {
-		v, present := raw[name]
-		if !present || v == nil || !ok {
-			return nil
+	optTime := func(to **model.Time) bool {
+		if v == nil {
+			*to = nil
+			return true
 		}
-		t := new(model.Time)
-		ok = t.UnmarshalGQL(v) == nil
-		return t
+		*to = new(model.Time)
+		return (*to).UnmarshalGQL(v) == nil
 	}
-	str("entityType", &a.entityType)
-	str("entityId", &a.entityID)
-	str("feature", &a.feature)
-	a.version, a.after = optStr("version"), optStr("after")
-	a.minTimestamp, a.maxTimestamp = optTime("minTimestamp"), optTime("maxTimestamp")
-	if v, present := raw["limit"]; present && v != nil && ok {
+	var ok bool
+	switch name {
+	case "entityType":
+		a.entityType, ok = v.(string) // validation left nothing else for String and a variable ID
+	case "entityId":
+		a.entityID, ok = v.(string)
+	case "feature":
+		a.feature, ok = v.(string)
+	case "version":
+		ok = optStr(&a.version)
+	case "after":
+		ok = optStr(&a.after)
+	case "minTimestamp":
+		ok = optTime(&a.minTimestamp)
+	case "maxTimestamp":
+		ok = optTime(&a.maxTimestamp)
+	case "limit":
+		if v == nil {
+			a.limit = nil
+			return true
+		}
 		n, err := model.UnmarshalInt32(v)
 		a.limit, ok = &n, err == nil
-	}
-	if v, present := raw["distinct"]; present && v != nil && ok {
+	case "distinct":
+		if v == nil {
+			a.distinct = nil
+			return true
+		}
 		b, isBool := v.(bool)
 		a.distinct, ok = &b, isBool
+	default:
+		return true
 	}
-	return a, ok
+	return ok
 }
 
 // rootPlan runs one root field's resolver and writes its non-null
