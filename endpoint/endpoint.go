@@ -447,8 +447,17 @@ func (h *Handler) rateLimitHeaders(w http.ResponseWriter, op *operation.Operatio
 	if q.Off() {
 		return
 	}
-	w.Header().Set("RateLimit-Policy", fmt.Sprintf(`"cost";q=%d;w=%d`, q.Limit, max(1, int64(q.Window.Seconds()+0.5))))
-	w.Header().Set("RateLimit", fmt.Sprintf(`"cost";r=%d;t=%d`, q.Remaining, int64(q.Reset.Seconds()+0.999)))
+	// Appended, and set under their canonical names, as Header.Set would:
+	// every answer of a caller with a budget carries them.
+	var b [96]byte
+	policy := strconv.AppendInt(append(b[:0], `"cost";q=`...), q.Limit, 10)
+	policy = strconv.AppendInt(append(policy, ";w="...), max(1, int64(q.Window.Seconds()+0.5)), 10)
+	left := len(policy)
+	state := strconv.AppendInt(append(policy, `"cost";r=`...), q.Remaining, 10)
+	state = strconv.AppendInt(append(state, ";t="...), int64(q.Reset.Seconds()+0.999), 10)
+	both := string(state) // one string for the two
+	w.Header()["Ratelimit-Policy"] = []string{both[:left]}
+	w.Header()["Ratelimit"] = []string{both[left:]}
 }
 
 // quotaOf is op's caller's budget as the operation found it, or, for one

@@ -9,6 +9,8 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/listgate/listgate/graph/model"
 )
 
 // A Compiled is what one operation of a known document needs of its
@@ -30,6 +32,7 @@ import (
 type Compiled struct {
 	operation *ast.OperationDefinition
 	field     graphql.CollectedField
+	page      model.PageSelection // listItems's selection
 	base      listArguments // the arguments given as literals, or by default
 	vars      []variable
 	binds     []binding
@@ -66,6 +69,9 @@ func Compile(oc *graphql.OperationContext) *Compiled {
 		return nil
 	}
 	c := &Compiled{operation: oc.Operation, field: f}
+	if f.Name == "listItems" {
+		c.page = model.CollectPage(oc, f.Selections)
+	}
 	for _, v := range oc.Operation.VariableDefinitions {
 		cv := variable{name: v.Variable, nonNull: v.Type.NonNull}
 		if v.Type.Elem != nil {

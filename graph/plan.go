@@ -74,8 +74,10 @@ func (s planned) plan(ctx context.Context) (rootPlan, bool) {
 	}
 	var f graphql.CollectedField
 	var a listArguments
+	writePage := writePage
 	if b, ok := ctx.Value(boundKey{}).(*Bound); ok && b.c.operation == oc.Operation {
 		f, a = b.c.field, b.args // compiled, and bound to this request's variables
+		writePage = b.c.writePage
 	} else {
 		// The root fields as gqlgen collects them: fragments, @skip and
 		// @include resolved.
@@ -264,6 +266,16 @@ func (p rootPlan) resolve(ctx context.Context) (res any, ok bool) {
 // writePage writes {"alias": page} with the page writer gqlgen's
 // generated code calls.
 func writePage(oc *graphql.OperationContext, field graphql.CollectedField, res any) ([]byte, bool) {
+	return appendPage(field, res, func(p *model.ListPage) graphql.Marshaler { return model.WriteListPage(oc, field.Selections, p) })
+}
+
+// writePage writes {"alias": page} with the page's selection collected
+// when the document was compiled.
+func (c *Compiled) writePage(_ *graphql.OperationContext, field graphql.CollectedField, res any) ([]byte, bool) {
+	return appendPage(field, res, c.page.Write)
+}
+
+func appendPage(field graphql.CollectedField, res any, writer func(*model.ListPage) graphql.Marshaler) ([]byte, bool) {
 	page, ok := res.(model.ListPage)
 	if !ok {
 		return nil, false
@@ -274,7 +286,7 @@ func writePage(oc *graphql.OperationContext, field graphql.CollectedField, res a
 	w.b = append(w.b, '{')
 	graphql.MarshalString(field.Alias).MarshalGQL(&w)
 	w.b = append(w.b, ':')
-	model.WriteListPage(oc, field.Selections, &page).MarshalGQL(&w)
+	writer(&page).MarshalGQL(&w)
 	return append(w.b, '}'), true
 }
 

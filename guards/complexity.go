@@ -45,14 +45,14 @@ type complexityLimit struct {
 	inFlight *Budget
 	callers  *Callers
 	lists    *lists.Service // the bounds of arguments, checked first
-	measured *measuredOps
+	measured *opMemo[measured]
 }
 
 // Complexity is the guard of --max-complexity, of the callers' budgets and
 // of the in-flight budget: svc checks the bounds of arguments the walk
 // reads.
 func Complexity(max int, inFlight *Budget, callers *Callers, svc *lists.Service) graphql.HandlerExtension {
-	return &complexityLimit{max: max, inFlight: inFlight, callers: callers, lists: svc, measured: newMeasuredOps(4096)}
+	return &complexityLimit{max: max, inFlight: inFlight, callers: callers, lists: svc, measured: newOpMemo[measured](4096)}
 }
 
 var _ interface {
@@ -222,28 +222,28 @@ type measured struct {
 	generation uint64
 }
 
-// measuredOps keeps the figures of the operations measured last, by
-// operation: a pointer into a cached document, which never changes. The
-// key is a weak pointer, so that what is kept here never keeps a document
-// the query cache has let go.
-type measuredOps struct {
+// opMemo keeps a figure of the operations seen last, by operation: a
+// pointer into a cached document, which never changes. The key is a weak
+// pointer, so that what is kept here never keeps a document the query
+// cache has let go.
+type opMemo[T any] struct {
 	mu  sync.Mutex
-	lru *simplelru.LRU[weak.Pointer[ast.OperationDefinition], measured]
+	lru *simplelru.LRU[weak.Pointer[ast.OperationDefinition], T]
 }
 
-func newMeasuredOps(n int) *measuredOps {
-	lru, _ := simplelru.NewLRU[weak.Pointer[ast.OperationDefinition], measured](n, nil)
-	return &measuredOps{lru: lru}
+func newOpMemo[T any](n int) *opMemo[T] {
+	lru, _ := simplelru.NewLRU[weak.Pointer[ast.OperationDefinition], T](n, nil)
+	return &opMemo[T]{lru: lru}
 }
 
-func (m *measuredOps) get(op *ast.OperationDefinition) (measured, bool) {
+func (m *opMemo[T]) get(op *ast.OperationDefinition) (T, bool) {
 	key := weak.Make(op)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.lru.Get(key)
 }
 
-func (m *measuredOps) add(op *ast.OperationDefinition, v measured) {
+func (m *opMemo[T]) add(op *ast.OperationDefinition, v T) {
 	key := weak.Make(op)
 	m.mu.Lock()
 	defer m.mu.Unlock()

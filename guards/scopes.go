@@ -29,7 +29,11 @@ import (
 type authorization struct {
 	scopes        map[string]string // "Query.listItems" → "lists:read"
 	introspection bool              // __schema and __type answered
+	roots         *opMemo[[]rootField]
 }
+
+// rootField is a root field an operation selects.
+type rootField struct{ alias, name string }
 
 var _ interface {
 	graphql.HandlerExtension
@@ -72,28 +76,45 @@ func (a *authorization) MutateOperationContext(ctx context.Context, oc *graphql.
 		p = op.Principal
 	}
 	root := rootType(oc.Operation.Operation)
-	for _, f := range graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{root}) {
-		if f.Name == "__typename" {
-			continue
-		}
-		if f.Name == "__schema" || f.Name == "__type" {
+	for _, f := range a.rootFields(oc, root) {
+		if f.name == "__schema" || f.name == "__type" {
 			if !a.introspection {
-				return gqlerror.WrapPath(ast.Path{ast.PathName(f.Alias)},
+				return gqlerror.WrapPath(ast.Path{ast.PathName(f.alias)},
 					fmt.Errorf("%w: introspection is off on this gateway (--introspection)", errkind.Forbidden))
 			}
 			continue // on for every authenticated caller
 		}
-		scope := a.scopes[root+"."+f.Name]
+		scope := a.scopes[root+"."+f.name]
 		if p == nil || scope == "" || !p.Has(scope) {
 			name := "the caller"
 			if p != nil {
 				name = p.Name
 			}
-			return gqlerror.WrapPath(ast.Path{ast.PathName(f.Alias)},
-				fmt.Errorf("%w: %s needs the scope %s, which %s's token does not grant; nothing was run", errkind.Forbidden, f.Name, scope, name))
+			return gqlerror.WrapPath(ast.Path{ast.PathName(f.alias)},
+				fmt.Errorf("%w: %s needs the scope %s, which %s's token does not grant; nothing was run", errkind.Forbidden, f.name, scope, name))
 		}
 	}
 	return nil
+}
+
+// rootFields are the root fields an operation selects (fragments
+// expanded, @skip and @include resolved), but __typename: kept by
+// operation when its document has no directive, whose fields then do not
+// depend on its variables.
+func (a *authorization) rootFields(oc *graphql.OperationContext, root string) []rootField {
+	if fields, ok := a.roots.get(oc.Operation); ok {
+		return fields
+	}
+	var fields []rootField
+	for _, f := range graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{root}) {
+		if f.Name != "__typename" {
+			fields = append(fields, rootField{alias: f.Alias, name: f.Name})
+		}
+	}
+	if !strings.Contains(oc.RawQuery, "@") {
+		a.roots.add(oc.Operation, fields)
+	}
+	return fields
 }
 
 // CheckScopes reports whether every root field of a schema (SDL, with
@@ -110,5 +131,5 @@ func CheckScopes(sdl string) error {
 // Scopes is the guard of @scope; with introspection, __schema and __type
 // are answered for every authenticated caller.
 func Scopes(introspection bool) graphql.HandlerExtension {
-	return &authorization{introspection: introspection}
+	return &authorization{introspection: introspection, roots: newOpMemo[[]rootField](4096)}
 }

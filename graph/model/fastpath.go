@@ -43,10 +43,36 @@ func WriteListPage(oc *graphql.OperationContext, sel ast.SelectionSet, p *ListPa
 	return listPage{oc: oc, page: p, fields: graphql.CollectFields(oc, sel, listPageImplementors)}
 }
 
+// PageSelection is a page's selection collected once, with its items'
+// selections: for a compiled document, whose fields do not depend on its
+// variables (graph.Compile), when it is compiled.
+type PageSelection struct {
+	fields []graphql.CollectedField
+	items  [][]graphql.CollectedField // of each field, its items' fields when it is items
+}
+
+// CollectPage collects a page's selection as WriteListPage does.
+func CollectPage(oc *graphql.OperationContext, sel ast.SelectionSet) PageSelection {
+	s := PageSelection{fields: graphql.CollectFields(oc, sel, listPageImplementors)}
+	s.items = make([][]graphql.CollectedField, len(s.fields))
+	for i, f := range s.fields {
+		if f.Name == "items" {
+			s.items[i] = graphql.CollectFields(oc, f.Selections, listItemImplementors)
+		}
+	}
+	return s
+}
+
+// Write writes a page of this selection, as WriteListPage does.
+func (s PageSelection) Write(p *ListPage) graphql.Marshaler {
+	return listPage{page: p, fields: s.fields, items: s.items}
+}
+
 type listPage struct {
-	oc     *graphql.OperationContext
+	oc     *graphql.OperationContext // collects the items' fields when items is nil
 	page   *ListPage
 	fields []graphql.CollectedField
+	items  [][]graphql.CollectedField
 }
 
 func (m listPage) MarshalGQL(w io.Writer) {
@@ -62,7 +88,11 @@ func (m listPage) MarshalGQL(w io.Writer) {
 			b = append(b, `"ListPage"`...)
 		case "items":
 			w.Write(b)
-			writeListItems(m.oc, f.Selections, m.page.Items).MarshalGQL(w)
+			if m.items != nil {
+				listItems{n: len(m.page.Items), item: m.page.item, fields: m.items[i]}.MarshalGQL(w)
+			} else {
+				writeListItems(m.oc, f.Selections, m.page.Items).MarshalGQL(w)
+			}
 			b = scratch[:0]
 		case "hasMore":
 			b = strconv.AppendBool(b, m.page.HasMore)
@@ -88,6 +118,9 @@ func (m listPage) MarshalGQL(w io.Writer) {
 func writeListItems(oc *graphql.OperationContext, sel ast.SelectionSet, items []ListItem) graphql.Marshaler {
 	return listItems{n: len(items), item: func(i int) *ListItem { return &items[i] }, fields: graphql.CollectFields(oc, sel, listItemImplementors)}
 }
+
+// item is the page's item i.
+func (p *ListPage) item(i int) *ListItem { return &p.Items[i] }
 
 // WriteNullableListItems writes a list of items that may be null
 // ([ListItem]) as gqlgen's generated code does, byte for byte, in place of
