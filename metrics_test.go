@@ -41,6 +41,7 @@ func TestRareEventsAreExportedAtZero(t *testing.T) {
 	for name, labels := range map[string][]string{
 		"listgate_panics_total":                    {""},
 		"listgate_graphql_refused_total":           {""},
+		"listgate_graphql_paths_total":             {"path=compiled", "path=gqlgen"},
 		"listgate_subscriptions_ended_total":       {"reason=too_slow", "reason=not_found", "reason=not_live", "reason=position_expired", "reason=shutting_down"},
 		"listgate_subscriptions_refused_total":     {"reason=max_websockets", "reason=caller_max_websockets_share", "reason=max_pending_websockets", "reason=max_pending_websockets_per_address", "reason=per_connection", "reason=per_caller", "reason=subscription_operation_bytes", "reason=caller_subscription_operation_bytes_share", "reason=max_watched_lists", "reason=clock_skew", "reason=shutting_down"},
 		"listgate_untrusted_operations_total":      {"mode=audit", "mode=enforce"},
@@ -70,6 +71,29 @@ func TestRareEventsAreExportedAtZero(t *testing.T) {
 	}
 	if got := seriesOf(metricFamilies(t, base)["listgate_loader_batch_size"]); len(got) != 1 || got[""] < 1 {
 		t.Errorf("listgate_loader_batch_size after one batch: %v, want one series counting the batches", got)
+	}
+}
+
+// A document sent again is made by its plan, and counted so; with
+// --compiled-documents=false every operation is gqlgen's.
+func TestCompiledDocumentsAreCounted(t *testing.T) {
+	for _, tc := range []struct {
+		flag             string
+		compiled, gqlgen float64
+	}{{"true", 2, 2}, {"false", 0, 4}} {
+		base := start(t, "--data-dir", t.TempDir(), "--compiled-documents="+tc.flag)
+		if _, out := gatewaytest.Post(t, base, "", `mutation { createListFeature(input: {entityType: "user", name: "f", valueType: STRING, ttlSeconds: 3600}) { key } }`); out["errors"] != nil {
+			t.Fatal(out)
+		}
+		for range 3 {
+			if _, out := gatewaytest.Post(t, base, "", `{ listItems(entityType: "user", entityId: "u1", feature: "f") { items { value } } }`); out["errors"] != nil {
+				t.Fatal(out)
+			}
+		}
+		got := seriesOf(metricFamilies(t, base)["listgate_graphql_paths_total"])
+		if got["path=compiled"] != tc.compiled || got["path=gqlgen"] != tc.gqlgen {
+			t.Errorf("--compiled-documents=%s: %v, want compiled %v, gqlgen %v", tc.flag, got, tc.compiled, tc.gqlgen)
+		}
 	}
 }
 

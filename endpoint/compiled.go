@@ -229,7 +229,7 @@ func (h *Handler) operationContext(ctx context.Context, op *operation.Operation,
 					Stats: graphql.Stats{Read: p.ReadTime, OperationStart: graphql.GetStartTime(ctx)},
 				}
 				oc.Stats.Validation.End = oc.Stats.Read.End
-				h.observer.made(ctx, true)
+				h.observer.made(true)
 				octx := graphql.WithOperationContext(ctx, oc)
 				for _, m := range h.mutators {
 					if err := m.MutateOperationContext(octx, oc); err != nil {
@@ -240,7 +240,7 @@ func (h *Handler) operationContext(ctx context.Context, op *operation.Operation,
 			}
 		}
 	}
-	h.observer.made(ctx, false)
+	h.observer.made(false)
 	req.variablesDecoded()
 	oc, errs := h.exec.CreateOperationContext(ctx, req.params)
 	if errs == nil && h.plans != nil && req.compilable {

@@ -69,7 +69,7 @@ func readBody(w http.ResponseWriter, r *http.Request, maxBytes int64, deadline t
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(deadline) // unsupported only by test recorders
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, maxBytes), r.ContentLength)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -81,6 +81,32 @@ func readBody(w http.ResponseWriter, r *http.Request, maxBytes int64, deadline t
 		return nil, http.StatusBadRequest, fmt.Errorf("%w: reading the request body: %v", errkind.Malformed, err)
 	}
 	return body, 0, nil
+}
+
+// readAll is io.ReadAll into a buffer of the body's declared length (at
+// most maxBytes, checked before), read once: no buffer grown and copied
+// on the way.
+func readAll(r io.Reader, length int64) ([]byte, error) {
+	if length <= 0 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, length+1) // +1: the read that finds the end
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			// Longer than declared: net/http's body reader refuses that;
+			// read on as io.ReadAll would.
+			rest, err := io.ReadAll(r)
+			return append(b, rest...), err
+		}
+	}
 }
 
 func bodyTooLarge(limit int64) string {
@@ -288,8 +314,13 @@ func responseContentType(r *http.Request) string {
 	return graphQLResponseJSON
 }
 
-// largeAnswer is the data past which an answer is written without a copy.
-const largeAnswer = 64 << 10
+// largeAnswer is the data past which an answer is written without a copy;
+// so is one of smallAnswer bytes or less, which fits, whole, the buffer
+// net/http writes a response through (2 KiB).
+const (
+	largeAnswer = 64 << 10
+	smallAnswer = 2000
+)
 
 // writeResponse writes what json.Marshal(resp) would, without parsing the
 // data again: encoding/json validates a json.RawMessage and refuses one
@@ -310,6 +341,14 @@ func writeResponse(w io.Writer, resp *graphql.Response) {
 		if len(data) > largeAnswer {
 			// Written as it is: a copy would hold the answer twice while
 			// its client reads it.
+			w.Write([]byte(`{"data":`))
+			w.Write(data)
+			w.Write([]byte{'}'})
+			return
+		}
+		if len(data) <= smallAnswer {
+			// net/http buffers these three writes together and sends
+			// them, with the headers, in one write.
 			w.Write([]byte(`{"data":`))
 			w.Write(data)
 			w.Write([]byte{'}'})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -23,7 +24,8 @@ type observer struct {
 	refused  metric.Int64Counter // operations refused for --max-in-flight
 	panics   metric.Int64Counter
 	requests metric.Int64Counter
-	paths    metric.Int64Counter // operations made, by the path that made them
+	compiled atomic.Int64 // operations made by a compiled document's plan
+	gqlgen   atomic.Int64 // operations made by gqlgen
 	duration metric.Float64Histogram
 	mu       sync.Mutex
 	names    map[string]bool // operation names with series of their own, at most maxOperationNames
@@ -44,8 +46,15 @@ func newObserver(meter metric.Meter, log *slog.Logger) (*observer, error) {
 		metric.WithDescription("GraphQL operations, by operation name, operation type, transport (post, get, websocket) and outcome (ok, canceled by the client, or the first error's code).")); err != nil {
 		return nil, err
 	}
-	if o.paths, err = meter.Int64Counter("listgate.graphql.paths",
-		metric.WithDescription("GraphQL operations made, by path: compiled (the plan of a document seen before) or gqlgen (parsed, validated and coerced by gqlgen).")); err != nil {
+	// Counted in atomics, observed at each collection: the compiled
+	// path's point is its cost per request.
+	if _, err = meter.Int64ObservableCounter("listgate.graphql.paths",
+		metric.WithDescription("GraphQL operations made, by path: compiled (the plan of a document seen before) or gqlgen (parsed, validated and coerced by gqlgen)."),
+		metric.WithInt64Callback(func(_ context.Context, obs metric.Int64Observer) error {
+			obs.Observe(o.compiled.Load(), compiledPath)
+			obs.Observe(o.gqlgen.Load(), gqlgenPath)
+			return nil
+		})); err != nil {
 		return nil, err
 	}
 	if o.refused, err = meter.Int64Counter("listgate.graphql.refused",
@@ -64,8 +73,6 @@ func newObserver(meter metric.Meter, log *slog.Logger) (*observer, error) {
 	// absent() alert fires only for a gateway that is not scraped.
 	o.refused.Add(context.Background(), 0)
 	o.panics.Add(context.Background(), 0)
-	o.paths.Add(context.Background(), 0, compiledPath)
-	o.paths.Add(context.Background(), 0, gqlgenPath)
 	return o, nil
 }
 
@@ -76,11 +83,11 @@ var (
 )
 
 // made counts an operation made, by its path.
-func (o *observer) made(ctx context.Context, compiled bool) {
+func (o *observer) made(compiled bool) {
 	if compiled {
-		o.paths.Add(ctx, 1, compiledPath)
+		o.compiled.Add(1)
 	} else {
-		o.paths.Add(ctx, 1, gqlgenPath)
+		o.gqlgen.Add(1)
 	}
 }
 

@@ -75,9 +75,11 @@ func (s planned) plan(ctx context.Context) (rootPlan, bool) {
 	var f graphql.CollectedField
 	var a listArguments
 	writePage := writePage
+	var sel *model.PageSelection // collected when compiled
 	if b, ok := ctx.Value(boundKey{}).(*Bound); ok && b.c.operation == oc.Operation {
 		f, a = b.c.field, b.args // compiled, and bound to this request's variables
 		writePage = b.c.writePage
+		sel = &b.c.page
 	} else {
 		// The root fields as gqlgen collects them: fragments, @skip and
 		// @include resolved.
@@ -102,6 +104,9 @@ func (s planned) plan(ctx context.Context) (rootPlan, bool) {
 		return p, true
 	}
 	p.resolver = func(ctx context.Context) (any, error) {
+		if sel != nil {
+			ctx = model.WithSelection(ctx, sel)
+		}
 		return s.query.ListItems(ctx, a.entityType, a.entityID, a.feature, a.version, a.minTimestamp, a.maxTimestamp, a.limit, a.after, a.distinct)
 	}
 	p.write = writePage
@@ -281,8 +286,13 @@ func appendPage(field graphql.CollectedField, res any, writer func(*model.ListPa
 		return nil, false
 	}
 	// Room for most pages at once: growing the buffer item by item costs
-	// more than the page's writing.
-	w := byteWriter{b: make([]byte, 0, 128+256*len(page.Items))}
+	// more than the page's writing. An item takes its value and cursor
+	// and about 100 bytes more with every field.
+	size := 128 + len(field.Alias)
+	for i := range page.Items {
+		size += 128 + len(page.Items[i].Value.Bytes) + len(page.Items[i].Cursor)
+	}
+	w := byteWriter{b: make([]byte, 0, size)}
 	w.b = append(w.b, '{')
 	graphql.MarshalString(field.Alias).MarshalGQL(&w)
 	w.b = append(w.b, ':')

@@ -49,6 +49,7 @@ func WriteListPage(oc *graphql.OperationContext, sel ast.SelectionSet, p *ListPa
 type PageSelection struct {
 	fields []graphql.CollectedField
 	items  [][]graphql.CollectedField // of each field, its items' fields when it is items
+	shown  lists.Shown                // ShownItems of the page
 }
 
 // CollectPage collects a page's selection as WriteListPage does.
@@ -58,6 +59,8 @@ func CollectPage(oc *graphql.OperationContext, sel ast.SelectionSet) PageSelecti
 	for i, f := range s.fields {
 		if f.Name == "items" {
 			s.items[i] = graphql.CollectFields(oc, f.Selections, listItemImplementors)
+			shown := shownItem(oc, f.Selections)
+			s.shown.Fixed, s.shown.Values, s.shown.Cursors = s.shown.Fixed+shown.Fixed, s.shown.Values+shown.Values, s.shown.Cursors+shown.Cursors
 		}
 	}
 	return s
@@ -310,6 +313,9 @@ func appendQuoted(b []byte, s string) []byte {
 // which counts each item as most clients show it, when the field shows no
 // items: what it read is charged all the same.
 func ShownItems(ctx context.Context) lists.Shown {
+	if s, ok := ctx.Value(shownKey{}).(*PageSelection); ok {
+		return s.shown // collected when its document was compiled
+	}
 	oc := graphql.GetOperationContext(ctx)
 	field := graphql.GetFieldContext(ctx).Field
 	if field.Definition.Type.Name() != "ListPage" {
@@ -323,6 +329,15 @@ func ShownItems(ctx context.Context) lists.Shown {
 		}
 	}
 	return shown
+}
+
+// shownKey is the context key of WithSelection.
+type shownKey struct{}
+
+// WithSelection returns a context in which ShownItems is the page
+// selection s's, collected once, not the field's collected again.
+func WithSelection(ctx context.Context, s *PageSelection) context.Context {
+	return context.WithValue(ctx, shownKey{}, s)
 }
 
 // shownItem is how one selection of an item writes it.
