@@ -33,7 +33,7 @@ type Compiled struct {
 	operation *ast.OperationDefinition
 	field     graphql.CollectedField
 	page      model.PageSelection // listItems's selection
-	base      listArguments // the arguments given as literals, or by default
+	base      listArguments       // the arguments given as literals, or by default
 	vars      []variable
 	binds     []binding
 }
