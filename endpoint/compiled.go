@@ -10,11 +10,11 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/listgate/listgate/graph"
+	"github.com/listgate/listgate/guards"
 	"github.com/listgate/listgate/operation"
 )
 
@@ -163,51 +163,21 @@ type plan struct {
 type planKey struct{ query, operationName string }
 
 // plans keep the plans of the documents seen last, bounded in bytes as the
-// parsed-query cache is (a plan holds its document), and say how many
-// operations each path answered.
-type plans struct {
-	mu    sync.Mutex // guards lru and bytes
-	lru   *simplelru.LRU[planKey, *plan]
-	bytes int
-	max   int
-}
-
-// planBytes is what a plan is taken to hold: its document's estimate in
-// the parsed-query cache (guards.NewDocumentCache), which it keeps alive.
-func planBytes(k planKey) int { return 160*len(k.query) + len(k.operationName) + 256 }
+// parsed-query cache is: a plan keeps its document alive, counted as that
+// cache counts it.
+type plans = guards.LRU[planKey, *plan]
 
 func newPlans(maxBytes int) *plans {
-	p := &plans{max: maxBytes}
-	p.lru, _ = simplelru.NewLRU(1<<20, func(k planKey, _ *plan) { p.bytes -= planBytes(k) })
-	return p
-}
-
-func (p *plans) get(k planKey) (*plan, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lru.Get(k)
+	return guards.NewLRU(maxBytes, maxBytes/16, func(k planKey, _ *plan) int {
+		return guards.AstBytesPerByte*len(k.query) + len(k.operationName)
+	})
 }
 
 // learn compiles the operation gqlgen made of a request, unless a plan of
 // it is kept already.
-func (p *plans) learn(k planKey, oc *graphql.OperationContext) {
-	cost := planBytes(k)
-	if cost > p.max/16 {
-		return
-	}
-	if _, ok := p.get(k); ok {
-		return
-	}
-	pl := &plan{doc: oc.Doc, compiled: graph.Compile(oc), recover: oc.RecoverFunc, fields: oc.ResolverMiddleware, roots: oc.RootResolverMiddleware}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.lru.Contains(k) {
-		return
-	}
-	p.lru.Add(k, pl)
-	p.bytes += cost
-	for p.bytes > p.max {
-		p.lru.RemoveOldest()
+func (h *Handler) learn(k planKey, oc *graphql.OperationContext) {
+	if _, ok := h.plans.Get(k); !ok {
+		h.plans.Add(k, &plan{doc: oc.Doc, compiled: graph.Compile(oc), recover: oc.RecoverFunc, fields: oc.ResolverMiddleware, roots: oc.RootResolverMiddleware})
 	}
 }
 
@@ -219,7 +189,7 @@ func (p *plans) learn(k planKey, oc *graphql.OperationContext) {
 func (h *Handler) operationContext(ctx context.Context, op *operation.Operation, req *request) (context.Context, *graphql.OperationContext, gqlerror.List) {
 	key := planKey{req.params.Query, req.params.OperationName}
 	if h.plans != nil && req.compilable {
-		if pl, ok := h.plans.get(key); ok && pl.compiled != nil {
+		if pl, ok := h.plans.Get(key); ok && pl.compiled != nil {
 			if vars, bound, ok := pl.compiled.Bind(req.variables); ok {
 				p := req.params
 				oc := &graphql.OperationContext{
@@ -244,7 +214,7 @@ func (h *Handler) operationContext(ctx context.Context, op *operation.Operation,
 	req.variablesDecoded()
 	oc, errs := h.exec.CreateOperationContext(ctx, req.params)
 	if errs == nil && h.plans != nil && req.compilable {
-		h.plans.learn(key, oc)
+		h.learn(key, oc)
 	}
 	return ctx, oc, errs
 }

@@ -142,51 +142,35 @@ func expandedFields(doc *ast.QueryDocument, limit int) int {
 	return total
 }
 
-// Cache is an LRU cache bounded in bytes as well as in entries: the
-// parsed-query cache and the automatic persisted queries. cost estimates
-// the bytes an entry holds; an entry over maxEntry is not kept.
-type Cache[T any] struct {
-	mu       sync.Mutex
-	lru      *simplelru.LRU[string, T]
-	cost     func(key string, value T) int
+// LRU is an LRU cache bounded in bytes as well as in entries: the
+// parsed-query cache, the automatic persisted queries (Cache) and the
+// plans of compiled documents. cost estimates the bytes an entry holds;
+// an entry over maxEntry is not kept.
+type LRU[K comparable, T any] struct {
+	mu       sync.Mutex // guards lru and bytes
+	lru      *simplelru.LRU[K, T]
+	cost     func(key K, value T) int
 	bytes    int
 	max      int
 	maxEntry int
 }
 
-func newBoundedCache[T any](maxBytes, maxEntry int, cost func(string, T) int) *Cache[T] {
-	c := &Cache[T]{cost: cost, max: maxBytes, maxEntry: maxEntry}
-	c.lru, _ = simplelru.NewLRU(1<<20, func(k string, v T) { c.bytes -= c.cost(k, v) })
+// NewLRU returns an LRU of at most maxBytes, each entry of at most
+// maxEntry, as cost counts them.
+func NewLRU[K comparable, T any](maxBytes, maxEntry int, cost func(K, T) int) *LRU[K, T] {
+	c := &LRU[K, T]{cost: cost, max: maxBytes, maxEntry: maxEntry}
+	c.lru, _ = simplelru.NewLRU(1<<20, func(k K, v T) { c.bytes -= c.cost(k, v) })
 	return c
 }
 
-// NewDocumentCache keeps parsed documents. A document's cost is taken as
-// astBytesPerByte times its text: gqlparser's AST of a literal-heavy query
-// is about that much larger than the query (ten 480 KB documents of list
-// literals held 730 MB). Documents over 64 KB of text are parsed for each
-// request instead.
-func NewDocumentCache(maxBytes int) *Cache[*ast.QueryDocument] {
-	const astBytesPerByte = 160
-	return newBoundedCache(maxBytes, 64<<10*astBytesPerByte, func(q string, _ *ast.QueryDocument) int { return astBytesPerByte * len(q) })
-}
-
-// NewAPQCache keeps the texts of automatic persisted queries.
-func NewAPQCache(maxBytes int) *Cache[string] {
-	return newBoundedCache(maxBytes, maxBytes/16, func(hash, q string) int { return len(hash) + len(q) })
-}
-
-var (
-	_ graphql.Cache[*ast.QueryDocument] = (*Cache[*ast.QueryDocument])(nil)
-	_ graphql.Cache[string]             = (*Cache[string])(nil)
-)
-
-func (c *Cache[T]) Get(_ context.Context, key string) (T, bool) {
+func (c *LRU[K, T]) Get(key K) (T, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lru.Get(key)
 }
 
-func (c *Cache[T]) Add(_ context.Context, key string, value T) {
+// Add keeps value, unless key has one already or it costs too much.
+func (c *LRU[K, T]) Add(key K, value T) {
 	cost := c.cost(key, value)
 	if cost > c.maxEntry {
 		return
@@ -202,3 +186,33 @@ func (c *Cache[T]) Add(_ context.Context, key string, value T) {
 		c.lru.RemoveOldest()
 	}
 }
+
+// Cache is an LRU of texts, as gqlgen's caches take them.
+type Cache[T any] struct{ *LRU[string, T] }
+
+// NewDocumentCache keeps parsed documents. A document's cost is taken as
+// AstBytesPerByte times its text: gqlparser's AST of a literal-heavy query
+// is about that much larger than the query (ten 480 KB documents of list
+// literals held 730 MB). Documents over 64 KB of text are parsed for each
+// request instead.
+func NewDocumentCache(maxBytes int) *Cache[*ast.QueryDocument] {
+	return &Cache[*ast.QueryDocument]{NewLRU(maxBytes, 64<<10*AstBytesPerByte, func(q string, _ *ast.QueryDocument) int { return AstBytesPerByte * len(q) })}
+}
+
+// AstBytesPerByte is what a parsed document is taken to hold per byte of
+// its text.
+const AstBytesPerByte = 160
+
+// NewAPQCache keeps the texts of automatic persisted queries.
+func NewAPQCache(maxBytes int) *Cache[string] {
+	return &Cache[string]{NewLRU(maxBytes, maxBytes/16, func(hash, q string) int { return len(hash) + len(q) })}
+}
+
+var (
+	_ graphql.Cache[*ast.QueryDocument] = (*Cache[*ast.QueryDocument])(nil)
+	_ graphql.Cache[string]             = (*Cache[string])(nil)
+)
+
+func (c *Cache[T]) Get(_ context.Context, key string) (T, bool) { return c.LRU.Get(key) }
+
+func (c *Cache[T]) Add(_ context.Context, key string, value T) { c.LRU.Add(key, value) }
