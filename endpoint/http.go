@@ -83,11 +83,13 @@ func readBody(w http.ResponseWriter, r *http.Request, maxBytes int64, deadline t
 	return body, 0, nil
 }
 
-// readAll is io.ReadAll into a buffer of the body's declared length (at
-// most maxBytes, checked before), read once: no buffer grown and copied
-// on the way.
+// readAll is io.ReadAll into a buffer of the body's declared length, read
+// once: no buffer grown and copied on the way. A body declared longer than
+// presizedBody grows as it arrives, as io.ReadAll grows it: a client that
+// declares a large body and sends it slowly holds what it sent, not what
+// it declared.
 func readAll(r io.Reader, length int64) ([]byte, error) {
-	if length <= 0 {
+	if length <= 0 || length > presizedBody {
 		return io.ReadAll(r)
 	}
 	b := make([]byte, 0, length+1) // +1: the read that finds the end
@@ -108,6 +110,12 @@ func readAll(r io.Reader, length int64) ([]byte, error) {
 		}
 	}
 }
+
+// presizedBody is the longest body readAll reads into a buffer of its
+// declared length: as much as net/http's own buffers of a connection, so
+// that a connection that declares a body and sends none holds no more
+// than twice what any connection holds.
+const presizedBody = 8 << 10
 
 func bodyTooLarge(limit int64) string {
 	return fmt.Sprintf("request body larger than %d bytes (--max-body-bytes)", limit)

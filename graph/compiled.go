@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -57,7 +58,7 @@ type binding struct {
 // Compile compiles oc's operation, or returns nil when its requests must
 // all go through gqlgen.
 func Compile(oc *graphql.OperationContext) *Compiled {
-	if oc.Operation == nil || oc.Operation.Operation != ast.Query || bytes.IndexByte([]byte(oc.RawQuery), '@') >= 0 {
+	if oc.Operation == nil || oc.Operation.Operation != ast.Query || strings.IndexByte(oc.RawQuery, '@') >= 0 {
 		return nil
 	}
 	fields := graphql.CollectFields(oc, oc.Operation.SelectionSet, queryImplementors)
