@@ -174,11 +174,21 @@ func newPlans(maxBytes int) *plans {
 }
 
 // learn compiles the operation gqlgen made of a request, unless a plan of
-// it is kept already.
+// it is kept already. Only a query may compile: a mutation or a
+// subscription keeps nothing here (a subscription keeps none of its text:
+// kept.go), and a query that does not compile keeps no document.
 func (h *Handler) learn(k planKey, oc *graphql.OperationContext) {
-	if _, ok := h.plans.Get(k); !ok {
-		h.plans.Add(k, &plan{doc: oc.Doc, compiled: graph.Compile(oc), recover: oc.RecoverFunc, fields: oc.ResolverMiddleware, roots: oc.RootResolverMiddleware})
+	if oc.Operation.Operation != ast.Query {
+		return
 	}
+	if _, ok := h.plans.Get(k); ok {
+		return
+	}
+	pl := &plan{compiled: graph.Compile(oc)}
+	if pl.compiled != nil {
+		pl.doc, pl.recover, pl.fields, pl.roots = oc.Doc, oc.RecoverFunc, oc.ResolverMiddleware, oc.RootResolverMiddleware
+	}
+	h.plans.Add(k, pl)
 }
 
 // operationContext makes the operation of a request whose document is

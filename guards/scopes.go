@@ -108,7 +108,10 @@ func (a *authorization) rootFields(oc *graphql.OperationContext, root string) []
 	var fields []rootField
 	for _, f := range graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{root}) {
 		if f.Name != "__typename" {
-			fields = append(fields, rootField{alias: f.Alias, name: f.Name})
+			// Copies: the document's names are substrings of its text,
+			// which a kept name would keep whole (a subscription keeps
+			// none of its text: endpoint/kept.go).
+			fields = append(fields, rootField{alias: strings.Clone(f.Alias), name: strings.Clone(f.Name)})
 		}
 	}
 	if !strings.Contains(oc.RawQuery, "@") {
