@@ -126,9 +126,15 @@ func split(body []byte, req *request) bool {
 	if extensions != nil && decodeJSON(extensions, &req.params.Extensions) != nil {
 		return false
 	}
-	_, cost := req.params.Extensions["cost"]
-	req.compilable = len(req.params.Extensions) == 0 || len(req.params.Extensions) == 1 && cost
+	req.compilable = onlyCost(req.params.Extensions)
 	return true
+}
+
+// onlyCost reports whether a request's extensions are none but cost: any
+// other (a persisted query) is gqlgen's.
+func onlyCost(extensions map[string]any) bool {
+	_, cost := extensions["cost"]
+	return len(extensions) == 0 || len(extensions) == 1 && cost
 }
 
 // splitters split requests.

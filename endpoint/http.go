@@ -177,8 +177,7 @@ func getParams(r *http.Request, req *request, keep bool) error {
 		}
 	}
 	req.documentID = q.Get("documentId")
-	_, cost := params.Extensions["cost"]
-	req.compilable = keep && (len(params.Extensions) == 0 || len(params.Extensions) == 1 && cost)
+	req.compilable = keep && onlyCost(params.Extensions)
 	return nil
 }
 

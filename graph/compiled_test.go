@@ -3,17 +3,12 @@ package graph_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -61,36 +56,8 @@ var trustedDocs = []string{
 
 func newDiffWorld(tb testing.TB) *diffWorld {
 	tb.Helper()
-	s := embeddedStore(tb)
-	ctx := context.Background()
-	feat, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "f", ValueType: store.String, TTL: time.Hour})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	now := time.Now()
-	var items []store.NewItem
-	for i, v := range []string{"a", "b", "a", "quote \" \u2028 <&>", "e"} {
-		items = append(items, store.NewItem{Timestamp: now.UnixNano() - int64(i)*int64(time.Second), Value: []byte(v)})
-	}
-	if _, err := s.AddItems(ctx, store.List{Feature: &feat, EntityID: "u1"}, items); err != nil {
-		tb.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	catalog, err := features.New(ctx, s, log, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var ops []map[string]string
-	for _, d := range trustedDocs {
-		sum := sha256.Sum256([]byte(d))
-		ops = append(ops, map[string]string{"id": hex.EncodeToString(sum[:]), "body": d, "type": "query"})
-	}
-	manifest := filepath.Join(tb.TempDir(), "manifest.json")
-	b, _ := json.Marshal(map[string]any{"format": "apollo-persisted-query-manifest", "version": 1, "operations": ops})
-	if err := os.WriteFile(manifest, b, 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	return &diffWorld{store: s, catalog: catalog, manifest: manifest, now: now}
+	s, catalog := planStore(tb)
+	return &diffWorld{store: s, catalog: catalog, manifest: writeManifest(tb, trustedDocs...), now: time.Now()}
 }
 
 // gateways returns the compiled gateway and the reference one for mode,
@@ -317,8 +284,7 @@ func TestCompiledDocumentsAnswerAsGQLGen(t *testing.T) {
 			}
 			reqs = append(reqs, diffRequest{method: method, token: "writer", body: bodies[0]})
 			if mode == "trusted" {
-				sum := sha256.Sum256([]byte(read))
-				reqs = append(reqs, diffRequest{method: method, token: "reader", body: []byte(`{"documentId":"sha256:` + hex.EncodeToString(sum[:]) + `","variables":{"id":"u1"}}`)})
+				reqs = append(reqs, diffRequest{method: method, token: "reader", body: []byte(`{"documentId":"sha256:` + documentHash(read) + `","variables":{"id":"u1"}}`)})
 			}
 			n := compare(t, w, mode, reqs...)
 			t.Logf("%s %s: %d operations made by the compiled path", mode, method, n)

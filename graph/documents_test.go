@@ -28,14 +28,8 @@ import (
 func TestTrustedDocumentsOnEveryPath(t *testing.T) {
 	const read = "query Read { listFeatures { key } }"
 	const other = "query Other { listFeatures { valueType } }"
-	sum := sha256.Sum256([]byte(read))
-	hash := hex.EncodeToString(sum[:])
-	manifest := filepath.Join(t.TempDir(), "manifest.json")
-	b, _ := json.Marshal(map[string]any{"format": "apollo-persisted-query-manifest", "version": 1,
-		"operations": []map[string]string{{"id": hash, "body": read, "name": "Read", "type": "query"}}})
-	if err := os.WriteFile(manifest, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	hash := documentHash(read)
+	manifest := writeManifest(t, read)
 	authn, err := auth.New(auth.Config{APIKeys: []string{keyLine("app", "app", "lists:read"), keyLine("engineer", "eng", "lists:read,documents:any")}})
 	if err != nil {
 		t.Fatal(err)
@@ -106,4 +100,26 @@ func TestTrustedDocumentsOnEveryPath(t *testing.T) {
 			}
 		})
 	}
+}
+
+// documentHash is a document's id in a manifest: its SHA-256, in hex.
+func documentHash(doc string) string {
+	sum := sha256.Sum256([]byte(doc))
+	return hex.EncodeToString(sum[:])
+}
+
+// writeManifest writes an Apollo persisted query manifest of docs, each
+// by its documentHash, in a folder of the test's own, and returns its path.
+func writeManifest(tb testing.TB, docs ...string) string {
+	tb.Helper()
+	var ops []map[string]string
+	for _, d := range docs {
+		ops = append(ops, map[string]string{"id": documentHash(d), "body": d, "type": "query"})
+	}
+	manifest := filepath.Join(tb.TempDir(), "manifest.json")
+	b, _ := json.Marshal(map[string]any{"format": "apollo-persisted-query-manifest", "version": 1, "operations": ops})
+	if err := os.WriteFile(manifest, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return manifest
 }

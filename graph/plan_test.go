@@ -3,8 +3,6 @@ package graph_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,8 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -36,25 +32,8 @@ import (
 // cfgs change both configurations.
 func planGateways(tb testing.TB, cfgs ...func(*endpoint.Config)) (roomy, tight http.Handler) {
 	tb.Helper()
-	s := embeddedStore(tb)
-	ctx := context.Background()
-	feat, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "f", ValueType: store.String, TTL: time.Hour})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	now := time.Now().UnixNano()
-	var items []store.NewItem
-	for i, v := range []string{"a", "b", "a", "quote \" \u2028", "e"} {
-		items = append(items, store.NewItem{Timestamp: now - int64(i)*int64(time.Second), Value: []byte(v)})
-	}
-	if _, err := s.AddItems(ctx, store.List{Feature: &feat, EntityID: "u1"}, items); err != nil {
-		tb.Fatal(err)
-	}
+	s, catalog := planStore(tb)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	catalog, err := features.New(ctx, s, log, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	handler := func(l endpoint.Limits) http.Handler {
 		cfg := endpoint.Config{Store: s, Catalog: catalog, Loader: lists.DefaultLoaderConfig, Limits: l, Log: log}
 		for _, f := range cfgs {
@@ -69,6 +48,31 @@ func planGateways(tb testing.TB, cfgs ...func(*endpoint.Config)) (roomy, tight h
 	small := unthrottled()
 	small.MaxResponseBytes = 300
 	return handler(unthrottled()), handler(small)
+}
+
+// planStore is an embedded store holding feature user/f of five items
+// for u1, some of whose values JSON escapes, and its catalog.
+func planStore(tb testing.TB) (store.Store, *features.Catalog) {
+	tb.Helper()
+	s := embeddedStore(tb)
+	ctx := context.Background()
+	feat, err := s.CreateFeature(ctx, store.Feature{EntityType: "user", Name: "f", ValueType: store.String, TTL: time.Hour})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	now := time.Now().UnixNano()
+	var items []store.NewItem
+	for i, v := range []string{"a", "b", "a", "quote \" \u2028 <&>", "e"} {
+		items = append(items, store.NewItem{Timestamp: now - int64(i)*int64(time.Second), Value: []byte(v)})
+	}
+	if _, err := s.AddItems(ctx, store.List{Feature: &feat, EntityID: "u1"}, items); err != nil {
+		tb.Fatal(err)
+	}
+	catalog, err := features.New(ctx, s, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, catalog
 }
 
 // planDocument builds a query from choices: listItems or listCount at the
@@ -338,14 +342,8 @@ func TestCompiledPlanIsTaken(t *testing.T) {
 func TestCompiledPlanRunsTrustedDocumentsOnly(t *testing.T) {
 	const read = `query Read { listItems(entityType: "user", entityId: "u1", feature: "f", limit: 2) { items { value cursor } endCursor } }`
 	const other = `query Other { listItems(entityType: "user", entityId: "u1", feature: "f", limit: 3) { items { value } } }`
-	sum := sha256.Sum256([]byte(read))
-	hash := hex.EncodeToString(sum[:])
-	manifest := filepath.Join(t.TempDir(), "manifest.json")
-	b, _ := json.Marshal(map[string]any{"format": "apollo-persisted-query-manifest", "version": 1,
-		"operations": []map[string]string{{"id": hash, "body": read, "name": "Read", "type": "query"}}})
-	if err := os.WriteFile(manifest, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	hash := documentHash(read)
+	manifest := writeManifest(t, read)
 	docs, err := documents.New(manifest, documents.Enforce, slog.New(slog.DiscardHandler), metricnoop.NewMeterProvider().Meter(""))
 	if err != nil {
 		t.Fatal(err)
